@@ -1,0 +1,48 @@
+// Causal depthwise conv1d update that precedes every SSM layer, with
+// speculative rollback by the accepted count (design §3).
+//
+// out[t, c] = act( bias[c] + Σ_{i<W} weight[c, i] · u[t − (W−1) + i, c] )
+// where u is the row's input stream (history, then this step's tokens) and
+// act = SiLU when silu, else identity.
+//
+// conv_state [S, W − 1 + T_max, dim] holds, after a step of T tokens, the
+// W − 1 committed history inputs in rows [0, W − 1) followed by the step's T
+// inputs in rows [W − 1, W − 1 + T); conv_pending [S] i32 holds T. The next
+// step, given accepted count a (1 <= a <= T), takes rows [a, a + W − 1) as its
+// history: rejected drafts leave no trace. Prefill and reset set pending = 0.
+#pragma once
+#include "replayssm/types.h"
+
+namespace replayssm {
+
+struct Conv1dStep {
+  Tensor x;        // [B, T, dim] f32 | f16 | bf16
+  Tensor weight;   // [dim, W] f32 | activation dtype
+  Tensor bias;     // optional [dim]
+  bool silu = true;
+  Tensor slot;     // [B] i32 | i64
+  int64_t pad_slot_id = -1;
+  Tensor out;      // out [B, T, dim] activation dtype
+};
+
+struct Conv1dPrefill {
+  Tensor x;           // [tokens, dim]
+  Tensor weight;      // [dim, W]
+  Tensor bias;        // optional [dim]
+  bool silu = true;
+  Tensor cu_seqlens;  // [B + 1]
+  Tensor slot;        // [B]
+  int64_t pad_slot_id = -1;
+  Tensor initial;     // optional [B] i32 (0/1): continue from the row's committed history
+  Tensor out;         // out [tokens, dim]
+};
+
+// num_accepted [B] i32: accepted count of each row's previous step (absent =
+// all of it). Rows with pending = 0 ignore it.
+void conv1d_update(const Conv1dStep& step, const Tensor& conv_state, const Tensor& conv_pending,
+                   const Tensor& num_accepted, const Exec& exec);
+void conv1d_prefill(const Conv1dPrefill& prefill, const Tensor& conv_state,
+                    const Tensor& conv_pending, const Exec& exec);
+int64_t conv1d_state_rows(int64_t W, int64_t T_max);  // W − 1 + T_max
+
+}  // namespace replayssm

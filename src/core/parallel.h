@@ -1,0 +1,42 @@
+// Minimal parallel-for over an index range for the fast CPU backend.
+#pragma once
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace replayssm {
+
+inline int cpu_threads(int requested) {
+  if (requested > 0) return requested;
+  unsigned hw = std::thread::hardware_concurrency();
+  return hw ? int(hw) : 1;
+}
+
+// Calls fn(i) for i in [0, n), work-stealing in chunks of `grain`.
+// Exceptions must not escape fn.
+template <class Fn>
+void parallel_for(int64_t n, int threads, Fn&& fn, int64_t grain = 1) {
+  threads = int(std::min<int64_t>(threads, (n + grain - 1) / std::max<int64_t>(grain, 1)));
+  if (threads <= 1) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  auto worker = [&] {
+    for (;;) {
+      int64_t b = next.fetch_add(grain);
+      if (b >= n) break;
+      int64_t e = std::min(n, b + grain);
+      for (int64_t i = b; i < e; ++i) fn(i);
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(size_t(threads - 1));
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace replayssm

@@ -1,0 +1,70 @@
+// Shared device vocabulary: error checks, dtype traits, reductions.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "replayssm/types.h"
+
+namespace replayssm::cuda_util {
+
+// Throws replayssm::Error on a failed CUDA call or launch.
+void check(cudaError_t err, const char* fn, const char* what);
+inline void check_launch(const char* fn) { check(cudaGetLastError(), fn, "kernel launch"); }
+inline cudaStream_t stream_of(const Exec& e) { return static_cast<cudaStream_t>(e.stream); }
+
+// Storage type of a DType and its fp32 conversions.
+template <DType D> struct Traits;
+template <> struct Traits<DType::f32> {
+  using type = float;
+  __device__ __forceinline__ static float load(float v) { return v; }
+  __device__ __forceinline__ static float store(float v) { return v; }
+};
+template <> struct Traits<DType::f16> {
+  using type = __half;
+  __device__ __forceinline__ static float load(__half v) { return __half2float(v); }
+  __device__ __forceinline__ static __half store(float v) { return __float2half_rn(v); }
+};
+template <> struct Traits<DType::bf16> {
+  using type = __nv_bfloat16;
+  __device__ __forceinline__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __device__ __forceinline__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
+};
+
+// Load an element of a runtime-typed float tensor (small, non-hot inputs).
+__device__ __forceinline__ float load_any(const void* p, DType dt, int64_t i) {
+  switch (dt) {
+    case DType::f32: return static_cast<const float*>(p)[i];
+    case DType::f16: return __half2float(static_cast<const __half*>(p)[i]);
+    case DType::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return 0.f;
+  }
+}
+__device__ __forceinline__ void store_any(void* p, DType dt, int64_t i, float v) {
+  switch (dt) {
+    case DType::f32: static_cast<float*>(p)[i] = v; break;
+    case DType::f16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    case DType::bf16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    default: break;
+  }
+}
+__device__ __forceinline__ int64_t load_index(const void* p, DType dt, int64_t i) {
+  return dt == DType::i64 ? static_cast<const int64_t*>(p)[i] : static_cast<const int32_t*>(p)[i];
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(expf(x)); }
+__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+
+__device__ __forceinline__ void report(int32_t* status, int32_t bit) {
+  if (status) atomicOr(status, bit);
+}
+
+}  // namespace replayssm::cuda_util

@@ -1,0 +1,37 @@
+// Internal interface between the validating entry points (api.cpp) and the
+// backends. Arguments reaching these functions are already validated: shapes,
+// dtypes, devices, strides; on CPU backends also slots, cursors and counts.
+#pragma once
+#include "replayssm/delta.h"
+
+namespace replayssm::delta {
+
+struct Dims {
+  DeltaFamily family = DeltaFamily::gdn;
+  int64_t B = 0, T = 0, H = 0, HV = 0, K = 0, V = 0;
+  int64_t S = 0;  // slots in the pool
+  int64_t L = 0;  // history capacity
+  int64_t R = 0;  // physical ring length (>= L + T)
+  int64_t tokens = 0;  // prefill: packed tokens (cu_seqlens[B]); B = prompts
+};
+
+#define RSSM_DELTA_BACKEND_API(...)                                                            \
+  void decode(const DeltaStep& step, const Tensor& state, const Dims& d __VA_ARGS__);          \
+  void snapshot_decode(const DeltaStep& step, const Tensor& state, const Tensor& state_indices, \
+                       const Tensor& num_accepted, const Dims& d __VA_ARGS__);                  \
+  void prefill(const DeltaPrefill& p, const DeltaPool& pool, const Dims& d __VA_ARGS__);     \
+  void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num_accepted,  \
+                   bool commit_all, const Dims& d __VA_ARGS__);                                 \
+  void commit(const DeltaPool& pool, const Tensor& slot, int64_t pad,                          \
+              const Tensor& num_accepted, const Dims& d __VA_ARGS__);                           \
+  void materialize(const DeltaPool& pool, const Tensor& slot, int64_t pad, const Tensor& out,  \
+                   const Dims& d __VA_ARGS__);                                                  \
+  void flush(const DeltaPool& pool, const Tensor& slot, int64_t pad, const Dims& d __VA_ARGS__);
+
+namespace reference { RSSM_DELTA_BACKEND_API() }
+namespace cpu { RSSM_DELTA_BACKEND_API(, int threads) }
+namespace cuda { RSSM_DELTA_BACKEND_API(, const Exec& exec) }
+
+#undef RSSM_DELTA_BACKEND_API
+
+}  // namespace replayssm::delta

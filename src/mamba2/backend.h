@@ -1,0 +1,36 @@
+// Internal interface between the validating entry points (api.cpp) and the
+// backends. Arguments reaching these functions are already validated: shapes,
+// dtypes, devices, strides; on CPU backends also slots, cursors and counts.
+#pragma once
+#include "replayssm/mamba2.h"
+
+namespace replayssm::mamba2 {
+
+struct Dims {
+  int64_t B = 0, T = 0, H = 0, P = 0, N = 0, G = 0;
+  int64_t S = 0;  // slots in the pool
+  int64_t L = 0;  // history capacity
+  int64_t R = 0;  // physical ring length (>= L + T)
+  int64_t tokens = 0;  // prefill: packed tokens (cu_seqlens[B]); B = prompts
+};
+
+#define RSSM_MAMBA2_BACKEND_API(...)                                                            \
+  void decode(const Mamba2Step& step, const Tensor& state, const Dims& d __VA_ARGS__);          \
+  void snapshot_decode(const Mamba2Step& step, const Tensor& state, const Tensor& state_indices, \
+                       const Tensor& num_accepted, const Dims& d __VA_ARGS__);                  \
+  void prefill(const Mamba2Prefill& p, const Mamba2Pool& pool, const Dims& d __VA_ARGS__);     \
+  void replay_step(const Mamba2Step& step, const Mamba2Pool& pool, const Tensor& num_accepted,  \
+                   bool commit_all, const Dims& d __VA_ARGS__);                                 \
+  void commit(const Mamba2Pool& pool, const Tensor& slot, int64_t pad,                          \
+              const Tensor& num_accepted, const Dims& d __VA_ARGS__);                           \
+  void materialize(const Mamba2Pool& pool, const Tensor& slot, int64_t pad, const Tensor& out,  \
+                   const Dims& d __VA_ARGS__);                                                  \
+  void flush(const Mamba2Pool& pool, const Tensor& slot, int64_t pad, const Dims& d __VA_ARGS__);
+
+namespace reference { RSSM_MAMBA2_BACKEND_API() }
+namespace cpu { RSSM_MAMBA2_BACKEND_API(, int threads) }
+namespace cuda { RSSM_MAMBA2_BACKEND_API(, const Exec& exec) }
+
+#undef RSSM_MAMBA2_BACKEND_API
+
+}  // namespace replayssm::mamba2

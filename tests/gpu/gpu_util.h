@@ -1,0 +1,53 @@
+// GPU test helpers: device copies of HostTensors; tests skip without a GPU.
+#pragma once
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace replayssm::test {
+
+#define RSSM_SKIP_WITHOUT_GPU()                                              \
+  do {                                                                       \
+    if (!::replayssm::cuda_available()) GTEST_SKIP() << "no CUDA GPU present"; \
+  } while (0)
+
+#define RSSM_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(expr)
+
+// A device tensor with the same shape, dtype and bytes as a HostTensor.
+class DeviceTensor {
+ public:
+  DeviceTensor() = default;
+  explicit DeviceTensor(const HostTensor& h) { upload(h); }
+  DeviceTensor(const DeviceTensor&) = delete;
+  DeviceTensor& operator=(const DeviceTensor&) = delete;
+  ~DeviceTensor() { if (ptr_) cudaFree(ptr_); }
+
+  void upload(const HostTensor& h) {
+    if (!ptr_ || bytes_ != h.bytes()) {
+      if (ptr_) cudaFree(ptr_);
+      bytes_ = h.bytes();
+      if (cudaMalloc(&ptr_, bytes_ ? bytes_ : 1) != cudaSuccess) throw std::runtime_error("cudaMalloc");
+    }
+    cudaMemcpy(ptr_, h.data(), bytes_, cudaMemcpyHostToDevice);
+    t_ = h.t();
+    t_.data = ptr_;
+    t_.device = Device::cuda;
+  }
+  // Copies device bytes into h (same size).
+  void download(HostTensor& h) const { cudaMemcpy(h.data(), ptr_, bytes_, cudaMemcpyDeviceToHost); }
+  HostTensor to_host() const {
+    HostTensor h(t_.dtype, std::vector<int64_t>(t_.shape, t_.shape + t_.ndim));
+    download(h);
+    return h;
+  }
+  const Tensor& t() const { return t_; }
+  operator const Tensor&() const { return t_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  Tensor t_;
+};
+
+}  // namespace replayssm::test
