@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "cuda/runtime.h"
 #include "replayssm/types.h"
 
 namespace replayssm::cuda_util {
@@ -13,6 +14,7 @@ namespace replayssm::cuda_util {
 // Throws replayssm::Error on a failed CUDA call or launch.
 void check(cudaError_t err, const char* fn, const char* what);
 inline void check_launch(const char* fn) { check(cudaGetLastError(), fn, "kernel launch"); }
+// require_supported_device(fn) is declared in cuda/runtime.h.
 inline cudaStream_t stream_of(const Exec& e) { return static_cast<cudaStream_t>(e.stream); }
 
 // Storage type of a DType and its fp32 conversions.

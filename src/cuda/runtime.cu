@@ -1,0 +1,135 @@
+// Shared CUDA runtime helpers: device presence, device-side status words,
+// error translation, and the check that the current GPU is covered by the
+// build's architectures.
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda/common.cuh"
+
+#ifndef REPLAYSSM_CUDA_ARCHS
+#define REPLAYSSM_CUDA_ARCHS "unknown"
+#endif
+
+namespace replayssm {
+
+#if defined(REPLAYSSM_WITH_CUDA)
+
+bool cuda_available() {
+  static const bool available = [] {
+    int n = 0;
+    const cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();  // no driver / no device: not sticky, clear it
+      return false;
+    }
+    return n > 0;
+  }();
+  return available;
+}
+
+namespace {
+
+std::string status_names(int32_t bits) {
+  static constexpr struct {
+    int32_t bit;
+    const char* name;
+  } NAMES[] = {
+      {STATUS_BAD_SLOT, "STATUS_BAD_SLOT (slot index out of range)"},
+      {STATUS_BAD_ACCEPTED, "STATUS_BAD_ACCEPTED (accepted count outside [1, pending])"},
+      {STATUS_RING_OVERFLOW, "STATUS_RING_OVERFLOW (ring too short for the step)"},
+      {STATUS_UNCOMMITTED, "STATUS_UNCOMMITTED (pending records without an accepted count)"},
+  };
+  std::string out;
+  int32_t known = 0;
+  for (const auto& n : NAMES) {
+    known |= n.bit;
+    if (bits & n.bit) out += (out.empty() ? "" : " | ") + std::string(n.name);
+  }
+  if (bits & ~known) out += (out.empty() ? "" : " | ") + std::string("unknown bits ") +
+                            std::to_string(bits & ~known);
+  return out;
+}
+
+}  // namespace
+
+void check_device_status(const Exec& exec, const char* fn) {
+  // A CPU execution context without a status word has nothing on the device.
+  if (exec.device_status == nullptr && exec.backend != Backend::cuda) return;
+  const cudaStream_t stream = cuda_util::stream_of(exec);
+  cuda_util::check(cudaStreamSynchronize(stream), fn, "exec");
+  if (exec.device_status == nullptr) return;
+  int32_t bits = 0;
+  cuda_util::check(cudaMemcpyAsync(&bits, exec.device_status, sizeof(bits),
+                                   cudaMemcpyDeviceToHost, stream),
+                   fn, "device_status");
+  cuda_util::check(cudaStreamSynchronize(stream), fn, "device_status");
+  if (bits == 0) return;
+  cuda_util::check(cudaMemsetAsync(exec.device_status, 0, sizeof(int32_t), stream), fn,
+                   "device_status");
+  cuda_util::check(cudaStreamSynchronize(stream), fn, "device_status");
+  throw Error(fn, "device_status",
+              "the device skipped rows and reported " + status_names(bits));
+}
+
+namespace cuda_util {
+
+void check(cudaError_t err, const char* fn, const char* what) {
+  if (err == cudaSuccess) return;
+  (void)cudaGetLastError();  // clear a non-sticky error so later calls start clean
+  throw Error(fn, what, std::string("CUDA error ") + cudaGetErrorName(err) + ": " +
+                            cudaGetErrorString(err));
+}
+
+namespace {
+
+// A kernel that exists only so its attributes can be queried: the query
+// fails when the binary has no image (SASS or compatible PTX) for the device.
+__global__ void probe_kernel() {}
+
+// Per device: 0 unknown, 1 supported, 2 unsupported.
+std::mutex probe_mutex;
+std::vector<int8_t> probe_result;
+
+}  // namespace
+
+void require_supported_device(const char* fn) {
+  int dev = 0;
+  check(cudaGetDevice(&dev), fn, "device");
+  {
+    std::lock_guard<std::mutex> lock(probe_mutex);
+    if (size_t(dev) < probe_result.size() && probe_result[size_t(dev)] == 1) return;
+  }
+  int major = 0, minor = 0;
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), fn, "device");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), fn, "device");
+  cudaFuncAttributes attr{};
+  const cudaError_t err = cudaFuncGetAttributes(&attr, probe_kernel);
+  bool supported = true;
+  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
+      err == cudaErrorUnsupportedPtxVersion) {
+    (void)cudaGetLastError();
+    supported = false;
+  } else {
+    check(err, fn, "device");
+  }
+  {
+    std::lock_guard<std::mutex> lock(probe_mutex);
+    if (probe_result.size() <= size_t(dev)) probe_result.resize(size_t(dev) + 1, 0);
+    probe_result[size_t(dev)] = supported ? 1 : 2;
+  }
+  if (supported) return;
+  const std::string sm = std::to_string(major) + std::to_string(minor);
+  // Architecture-specific features (sm_90a, sm_100a, ...) exist from sm_90 on.
+  const std::string suggest = major >= 9 ? sm + "a" : sm;
+  throw Error(fn, "device",
+              std::string("this build of replayssm targets ") + REPLAYSSM_CUDA_ARCHS +
+                  "; the current GPU is sm_" + sm + "; rebuild with -DREPLAYSSM_CUDA_ARCHS=" +
+                  suggest);
+}
+
+}  // namespace cuda_util
+
+#endif  // REPLAYSSM_WITH_CUDA
+
+}  // namespace replayssm
