@@ -52,7 +52,7 @@ class HostTensor {
   double get(int64_t i) const { return load_as_f64(t_.data, t_.dtype, i); }
   void set(int64_t i, double v) { store_from_f64(t_.data, t_.dtype, i, v); }
   std::vector<double> to_f64() const {
-    std::vector<double> v(size_t(numel()));
+    std::vector<double> v(static_cast<size_t>(numel()));
     for (int64_t i = 0; i < numel(); ++i) v[size_t(i)] = get(i);
     return v;
   }

@@ -56,6 +56,10 @@ struct Mamba2Pool {
   Tensor ring_B;   // [S, R, G, N]  records of B, dtype of B
   Tensor cursor;   // [S, 3] i32 {start, count, pending} (src/core/ring.h)
   int64_t L = 16;  // history capacity; R >= L + T for every step
+  Tensor A;        // [H] f32, the layer's A. Records carry δ only, so folding
+                   // them (flush, materialize) needs the decay exp(δ·A):
+                   // required by mamba2_flush and mamba2_materialize on a
+                   // replay pool. Steps and prefill use their own A.
 };
 
 // Standard decode (the baseline): read state, apply T tokens, write it back.
