@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# One-shot GPU check for the device machine: build, info, tests, sanitizers,
+# benchmarks, verify. Run from the repository root:
+#
+#   bash scripts/gpu_check.sh                 # build info test sanitize bench-quick verify
+#   bash scripts/gpu_check.sh all             # the above plus bench-full
+#   bash scripts/gpu_check.sh build bench-full
+#
+# Stages: build info test sanitize bench-quick bench-full verify. A failing
+# stage does not stop later ones; the exit code is 1 when any stage failed.
+# Everything lands in $OUT (default ./gpu_check_out), in few files:
+#   log.txt          every stage's full output, with headers and timings
+#   gpu_tests.json   GoogleTest JSON of the GPU tests (cpu_tests.json: CPU tests)
+#   sanitize.txt     compute-sanitizer memcheck + racecheck output
+#   bench.jsonl      benchmark rows (design/replay.md §7); bench.md its table
+#
+# Environment (all optional):
+#   BUILD_DIR          build directory (default build); reused when configured for this checkout
+#   CUDA_ARCHS         REPLAYSSM_CUDA_ARCHS (default 90a)
+#   DEADLINE_S         wall-clock budget of the whole script; later stages are
+#                      skipped past it and stage timeouts shrink to fit (default 540)
+#   BENCH_BUDGET_S     budget of bench-full's measurement loop (default 200)
+#   BENCH_FULL_ARGS    extra arguments of bench-full (e.g. "--family gdn --L 16")
+#   SANITIZE_FILTER    gtest filter for the sanitizer runs
+#   SANITIZE_TIMEOUT_S per sanitizer tool (default 120)
+#   VERIFY_ARGS        arguments of `replayssm verify` (default "--backend cuda --quick")
+#   REPLAYSSM_COMMIT   commit recorded in benchmark rows (default: git, else unknown)
+set -u -o pipefail
+# shellcheck disable=SC2317  # stage functions are invoked indirectly
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 2
+OUT=${OUT:-$ROOT/gpu_check_out}
+mkdir -p "$OUT"
+BUILD_DIR=${BUILD_DIR:-build}
+CUDA_ARCHS=${CUDA_ARCHS:-90a}
+DEADLINE_S=${DEADLINE_S:-540}
+BENCH_BUDGET_S=${BENCH_BUDGET_S:-200}
+BENCH_FULL_ARGS=${BENCH_FULL_ARGS:-}
+SANITIZE_FILTER=${SANITIZE_FILTER:-DeltaGpu.ReplayStep:DeltaGpu.SpeculativeWindows:Mamba2Gpu.SpeculativeWindows:Mamba2Gpu.SlotOperations:Conv1dGpu.ScheduleBf16W3}
+SANITIZE_TIMEOUT_S=${SANITIZE_TIMEOUT_S:-120}
+VERIFY_ARGS=${VERIFY_ARGS:---backend cuda --quick}
+if [[ -z "${REPLAYSSM_COMMIT:-}" ]]; then
+  REPLAYSSM_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  if [[ $REPLAYSSM_COMMIT != unknown ]] && ! git diff --quiet HEAD -- 2>/dev/null; then
+    REPLAYSSM_COMMIT+="-dirty"
+  fi
+fi
+export REPLAYSSM_COMMIT
+
+LOG=$OUT/log.txt
+: > "$LOG"
+START=$(date +%s)
+CLI=$BUILD_DIR/replayssm
+declare -a SUMMARY=()
+FAILED=0
+
+remaining() { echo $(( DEADLINE_S - ($(date +%s) - START) )); }
+# Timeout for a stage: min(wanted, remaining - 5), at least 1.
+fit() { local r; r=$(( $(remaining) - 5 )); (( r < 1 )) && r=1; (( $1 < r )) && echo "$1" || echo "$r"; }
+log() { echo "$*" | tee -a "$LOG"; }
+
+# run_stage NAME FUNCTION: times it, records status, never aborts the script.
+run_stage() {
+  local name=$1 fn=$2 t0 rc note
+  if (( $(remaining) < 10 )); then
+    SUMMARY+=("$(printf '%-12s %-8s %6s  %s' "$name" SKIPPED - 'deadline reached')")
+    log "=== $name: skipped (deadline)"
+    return
+  fi
+  log "=== $name ($(date -u +%H:%M:%S), $(remaining) s left)"
+  t0=$(date +%s)
+  STAGE_NOTE=""
+  "$fn"
+  rc=$?
+  note=$STAGE_NOTE
+  local dt=$(( $(date +%s) - t0 ))
+  if (( rc == 0 )); then
+    SUMMARY+=("$(printf '%-12s %-8s %5ss  %s' "$name" ok "$dt" "$note")")
+  else
+    (( rc == 124 )) && note="timeout; $note"
+    SUMMARY+=("$(printf '%-12s %-8s %5ss  %s' "$name" "FAIL($rc)" "$dt" "$note")")
+    FAILED=1
+  fi
+  log "=== $name: rc=$rc in ${dt}s $note"
+}
+
+# Runs a command, appending its output to the log; shows the last lines on failure.
+logged() {
+  local tmp rc
+  tmp=$(mktemp)
+  "$@" > "$tmp" 2>&1
+  rc=$?
+  cat "$tmp" >> "$LOG"
+  if (( rc != 0 )); then
+    echo "--- last lines of: $*"
+    tail -n 25 "$tmp"
+  fi
+  rm -f "$tmp"
+  return $rc
+}
+
+stage_build() {
+  local cfg=()
+  # Binaries built elsewhere (scripts/pack_gpubin.sh) and carried in: no build.
+  if [[ -f $BUILD_DIR/PREBUILT ]]; then
+    STAGE_NOTE="prebuilt binaries in $BUILD_DIR"
+    return 0
+  fi
+  if [[ -f $BUILD_DIR/CMakeCache.txt ]]; then
+    local home
+    home=$(grep '^CMAKE_HOME_DIRECTORY:' "$BUILD_DIR/CMakeCache.txt" | cut -d= -f2)
+    if [[ $home != "$ROOT" || ! -f $BUILD_DIR/build.ninja ]]; then
+      log "build: $BUILD_DIR was configured for '$home'; reconfiguring"
+      rm -rf "$BUILD_DIR"
+    fi
+  fi
+  if [[ ! -f $BUILD_DIR/build.ninja ]]; then
+    if ! logged timeout "$(fit 120)" cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DREPLAYSSM_CUDA=ON -DREPLAYSSM_CUDA_ARCHS="$CUDA_ARCHS" "${cfg[@]}"; then
+      log "build: configure failed; retrying without tests"
+      rm -rf "$BUILD_DIR"
+      logged timeout "$(fit 120)" cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DREPLAYSSM_CUDA=ON -DREPLAYSSM_CUDA_ARCHS="$CUDA_ARCHS" -DREPLAYSSM_TESTS=OFF "${cfg[@]}" || return 1
+      STAGE_NOTE="tests off (GTest missing?)"
+    fi
+  else
+    STAGE_NOTE="reused $BUILD_DIR"
+  fi
+  logged timeout "$(fit 400)" ninja -C "$BUILD_DIR" -j16
+}
+
+stage_info() {
+  {
+    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,driver_version,power.limit \
+      --format=csv 2>&1
+    nvidia-smi -q -d CLOCK,PERFORMANCE 2>&1 | grep -E 'SM|Memory|Throttle|Active' | head -n 12
+    nvcc --version 2>&1 | grep -i release
+    cmake --version | head -n 1
+    echo "commit $REPLAYSSM_COMMIT, $(nproc) cores"
+  } | tee -a "$LOG"
+  [[ -x $CLI ]] || { echo "no $CLI"; return 1; }
+  timeout "$(fit 60)" "$CLI" bench --backend cuda --copy-only 2>&1 | tee -a "$LOG"
+  local rc=${PIPESTATUS[0]}
+  STAGE_NOTE=$(grep -oE 'copy bandwidth: [0-9.]+ GB/s' "$LOG" | tail -n 1)
+  return "$rc"
+}
+
+# "passed/total pass, F fail, S skipped" of a GoogleTest JSON report.
+gtest_counts() {
+  python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+tests = [t for s in d.get("testsuites", []) for t in s.get("testsuite", [])]
+skipped = sum(1 for t in tests if t.get("result") == "SKIPPED")
+failed = sum(1 for t in tests if t.get("failures"))
+print(f"{len(tests) - failed}/{len(tests)} pass, {failed} fail, {skipped} skipped", end="")
+' "$1" 2>/dev/null || echo "unreadable report"
+}
+
+# Runs one gtest binary with JSON output; notes "passed/total".
+gtest_run() {
+  local bin=$1 json=$2 secs=$3 rc
+  [[ -x $bin ]] || { echo "missing $bin"; return 1; }
+  logged timeout "$(fit "$secs")" "$bin" --gtest_output="json:$json" --gtest_brief=1
+  rc=$?
+  if [[ -f $json ]]; then
+    STAGE_NOTE+="$(basename "$bin"): $(gtest_counts "$json"); "
+  fi
+  return $rc
+}
+
+stage_test() {
+  local rc=0
+  gtest_run "$BUILD_DIR/replayssm_gpu_tests" "$OUT/gpu_tests.json" 300 || rc=1
+  gtest_run "$BUILD_DIR/replayssm_tests" "$OUT/cpu_tests.json" 240 || rc=1
+  return $rc
+}
+
+stage_sanitize() {
+  local cs rc=0 bin=$BUILD_DIR/replayssm_gpu_tests
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  [[ -x $cs ]] || { echo "compute-sanitizer not found" | tee -a "$OUT/sanitize.txt"; return 1; }
+  [[ -x $bin ]] || { echo "missing $bin"; return 1; }
+  : > "$OUT/sanitize.txt"
+  for tool in memcheck racecheck; do
+    echo "### $tool --gtest_filter=$SANITIZE_FILTER" >> "$OUT/sanitize.txt"
+    timeout "$(fit "$SANITIZE_TIMEOUT_S")" "$cs" --tool "$tool" --error-exitcode 3 \
+      "$bin" --gtest_filter="$SANITIZE_FILTER" --gtest_brief=1 >> "$OUT/sanitize.txt" 2>&1
+    local r=$?
+    echo "### $tool rc=$r" >> "$OUT/sanitize.txt"
+    local ran
+    ran=$(grep -oE '\[==========\] [0-9]+ tests? from' "$OUT/sanitize.txt" | tail -n 1 | grep -oE '[0-9]+')
+    STAGE_NOTE+="$tool rc=$r (${ran:-0} tests) "
+    (( r != 0 )) && rc=1
+  done
+  grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race reported' "$OUT/sanitize.txt" | sort | uniq -c | head -n 10
+  return $rc
+}
+
+stage_bench_quick() {
+  [[ -x $CLI ]] || { echo "no $CLI"; return 1; }
+  timeout "$(fit 120)" "$CLI" bench --backend cuda --quick --out "$OUT/bench.jsonl" --append 2>&1 | tee -a "$LOG"
+  return "${PIPESTATUS[0]}"
+}
+
+stage_bench_full() {
+  [[ -x $CLI ]] || { echo "no $CLI"; return 1; }
+  local budget=$BENCH_BUDGET_S left
+  left=$(( $(remaining) - 40 ))  # room to finish the configuration in flight
+  (( left < budget )) && budget=$left
+  (( budget < 10 )) && { STAGE_NOTE="no time left"; return 1; }
+  # shellcheck disable=SC2086
+  logged timeout "$(fit $(( budget + 35 )))" "$CLI" bench --backend cuda --budget-s "$budget" \
+    --out "$OUT/bench.jsonl" --append $BENCH_FULL_ARGS
+  local rc=$?
+  STAGE_NOTE=$(grep -E '^bench: [0-9]+ rows' "$LOG" | tail -n 1)
+  return $rc
+}
+
+stage_verify() {
+  [[ -x $CLI ]] || { echo "no $CLI"; return 1; }
+  # shellcheck disable=SC2086
+  logged timeout "$(fit 150)" "$CLI" verify $VERIFY_ARGS
+  local rc=$?
+  tail -n 6 "$LOG"
+  return $rc
+}
+
+STAGES=("$@")
+(( ${#STAGES[@]} == 0 )) && STAGES=(build info test sanitize bench-quick verify)
+[[ ${STAGES[*]} == all ]] && STAGES=(build info test sanitize bench-quick bench-full verify)
+[[ " ${STAGES[*]} " == *" bench-"* ]] && : > "$OUT/bench.jsonl"
+for s in "${STAGES[@]}"; do
+  case $s in
+    build) run_stage build stage_build ;;
+    info) run_stage info stage_info ;;
+    test) run_stage test stage_test ;;
+    sanitize) run_stage sanitize stage_sanitize ;;
+    bench-quick) run_stage bench-quick stage_bench_quick ;;
+    bench-full) run_stage bench-full stage_bench_full ;;
+    verify) run_stage verify stage_verify ;;
+    *) echo "unknown stage '$s' (build info test sanitize bench-quick bench-full verify all)"; FAILED=1 ;;
+  esac
+done
+
+if [[ -s $OUT/bench.jsonl ]] && command -v python3 > /dev/null; then
+  python3 scripts/bench_table.py "$OUT/bench.jsonl" > "$OUT/bench.md" 2>> "$LOG"
+  echo
+  echo "## bench (B = 256, L = 16; full table in bench.md)"
+  python3 scripts/bench_table.py "$OUT/bench.jsonl" --batch 256 --L 16 2>&1 | head -n 40
+fi
+echo
+echo "## gpu_check summary ($(( $(date +%s) - START )) s, commit $REPLAYSSM_COMMIT, files in $OUT)"
+printf '%s\n' "${SUMMARY[@]}" | tee -a "$LOG"
+exit $FAILED

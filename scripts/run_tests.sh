@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Build and run every test: the GoogleTest suites through ctest (GPU tests skip
+# without a GPU), a quick `replayssm verify` on the CPU backend, a small CPU
+# bench that must write JSON Lines, and pytest when a python/ directory exists.
+#
+# Environment: as scripts/setup.sh (BUILD_DIR, JOBS, CMAKE_ARGS, ...).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+bin="$BUILD_DIR/replayssm"
+
+echo "== ctest" >&2
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+
+echo "== replayssm verify --backend cpu --quick" >&2
+"$bin" verify --backend cpu --quick
+if "$bin" info | grep -q '^cuda_available: yes'; then
+  echo "== replayssm verify --backend cuda --quick" >&2
+  "$bin" verify --backend cuda --quick
+fi
+
+echo "== replayssm bench (CPU smoke)" >&2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$bin" bench --preset all --batch 2 --L 4 --steps 4 --out "$tmp/bench.jsonl"
+rows=$(wc -l < "$tmp/bench.jsonl")
+if [ "$rows" -ne 6 ]; then
+  echo "run_tests: expected 6 JSON rows from the bench smoke, got $rows" >&2
+  exit 1
+fi
+if command -v python3 >/dev/null 2>&1; then
+  python3 - "$tmp/bench.jsonl" <<'PY'
+import json, sys
+need = ["family", "shape", "batch", "state_dtype", "read_dtype", "record_dtype", "act_dtype", "L", "T",
+        "mode", "us_per_step", "accept_mean", "flush_share", "bytes_per_step", "frac_of_copy",
+        "copy_gbps", "mem_bytes_per_row", "device", "commit", "command"]
+for line in open(sys.argv[1]):
+    row = json.loads(line)
+    missing = [k for k in need if k not in row]
+    assert not missing, f"bench row lacks {missing}"
+print("bench JSON rows ok")
+PY
+fi
+
+if [ -d python ]; then
+  echo "== pytest" >&2
+  export PYTHONPATH="$BUILD_DIR/python:$BUILD_DIR:python${PYTHONPATH:+:$PYTHONPATH}"
+  python3 -m pytest -q python
+fi
+echo "run_tests: all passed" >&2

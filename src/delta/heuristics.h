@@ -1,0 +1,75 @@
+// Tile choices of the delta CUDA kernels, with their reasons. Host only.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "replayssm/delta.h"
+
+namespace replayssm::delta::cuda_impl {
+
+// A lane holds 16 elements of a state row (four 16-byte vectors of fp32, two
+// of bf16/fp16): enough bytes in flight per thread to stream the state near
+// copy bandwidth at ~1,000 resident threads per SM, and few enough registers
+// (16 state + 16 prefetch) to keep that occupancy. So a row of K elements
+// takes LPR = next_pow2(K / 16) lanes; K = 128 → 8 lanes, three shuffles per
+// reduction.
+inline constexpr int LANE_ELEMS = 16;
+inline constexpr int MAX_K = 32 * LANE_ELEMS;
+inline int lanes_per_row(int64_t K) {
+  int l = 1;
+  while (int64_t(l) * LANE_ELEMS < K) l <<= 1;
+  return l;
+}
+
+// Baseline recurrence (decode, snapshot, prefill): one row per lane group,
+// 128 threads → 16 rows per block at K = 128. Small blocks give many of
+// them (batch 64 × 32 heads × 8 tiles = 16k) so the row read, the per-token
+// math and the row write of different blocks overlap on every SM.
+inline constexpr int REC_THREADS = 128;
+// Tokens prepared per shared-memory chunk (q̂, k̂, gates): bounds shared
+// memory for long prompts; decode windows (T <= 8) take one chunk.
+inline constexpr int REC_TOKEN_CHUNK = 8;
+
+// Replay step: 256 threads, each lane group walks rows of its block with the
+// next row prefetched into registers while the current one is reduced.
+inline constexpr int REPLAY_THREADS = 256;
+// Enough blocks for several waves over the SMs (H200: 132), so that a block
+// preparing its records overlaps with others streaming the checkpoint.
+inline constexpr int REPLAY_MIN_BLOCKS_PER_SM = 4;
+// Shared memory budget of one replay block (the d tile dominates: (L+T)·rows·4 B).
+inline constexpr int64_t REPLAY_SMEM_CAP = 120 * 1024;
+
+struct ReplayTile {
+  int nh;  // value heads per block (a divisor of G); > 1 only with vt = V
+  int vt;  // rows of V per head per block
+};
+
+// GDN starts from a block per key head (all G = HV/H value heads: the
+// products k_j·u of the history keys with the step's k and q are computed
+// once per key head and shared by its value heads) and splits value heads,
+// then V, until the grid has enough blocks or shared memory fits. KDA's
+// products carry per-head gates, so its blocks never span heads.
+template <class SmemFn>
+ReplayTile replay_tile(DeltaFamily f, int64_t B, int64_t H, int64_t G, int64_t V, int lpr,
+                       int sm_count, SmemFn smem_bytes) {
+  const int rpp = REPLAY_THREADS / lpr;
+  ReplayTile t{f == DeltaFamily::gdn ? int(G) : 1, int(V)};
+  const int64_t target = int64_t(REPLAY_MIN_BLOCKS_PER_SM) * std::max(sm_count, 1);
+  auto blocks = [&](const ReplayTile& x) { return B * H * (G / x.nh) * ((V + x.vt - 1) / x.vt); };
+  for (;;) {
+    const bool few = blocks(t) < target, big = smem_bytes(t) > REPLAY_SMEM_CAP;
+    if (!few && !big) break;
+    if (t.nh > 1) {
+      int n = t.nh - 1;
+      while (G % n) --n;
+      t.nh = n;
+    } else if (t.vt > rpp) {
+      t.vt = std::max(rpp, ((t.vt + 1) / 2 + rpp - 1) / rpp * rpp);
+    } else {
+      break;
+    }
+  }
+  return t;
+}
+
+}  // namespace replayssm::delta::cuda_impl

@@ -1,0 +1,214 @@
+// Device vocabulary of the delta kernels: index and input loads, gate
+// activations, the L2-normalised q / k of one token, and state rows held in
+// registers.
+//
+// Row layout: a state row (one value index v of one value head: K elements)
+// is spread over LPR lanes of a warp (a "lane group"; LPR a power of two
+// dividing 32). Lane l of the group holds chunks c = j*LPR + l, j < NCH, of
+// VEC contiguous elements (one 16-byte vector of the state dtype each), so a
+// lane holds NCH*VEC = 16 elements and K <= 16*LPR <= 512. Reductions over K
+// are a partial sum per lane plus log2(LPR) xor-shuffles.
+#pragma once
+#include "core/ring.h"
+#include "cuda/common.cuh"
+#include "delta/params.h"
+
+namespace replayssm::delta::cuda_impl {
+
+using cuda_util::Traits;
+using cuda_util::load_any;
+using cuda_util::store_any;
+using cuda_util::warp_sum;
+
+inline constexpr int ELEMS_PER_LANE = 16;
+inline constexpr unsigned FULL_MASK = 0xffffffffu;
+
+__device__ __forceinline__ int64_t idx_at(const Index& x, int64_t i, int64_t j = 0) {
+  const int64_t o = i * x.s0 + j * x.s1;
+  return x.dt == DType::i64 ? static_cast<const int64_t*>(x.p)[o]
+                            : int64_t(static_cast<const int32_t*>(x.p)[o]);
+}
+
+__device__ __forceinline__ float act_at(const Act& a, int64_t b, int64_t t, int64_t h, int64_t i = 0) {
+  return load_any(a.p, a.dt, b * a.sb + t * a.st + h * a.sh + i);
+}
+__device__ __forceinline__ void out_at(const Out& o, int64_t b, int64_t t, int64_t h, int64_t i, float x) {
+  store_any(o.p, o.dt, b * o.sb + t * o.st + h * o.sh + i, x);
+}
+
+// x rounded to dtype dt and widened back (what a later read of a stored value sees).
+__device__ __forceinline__ float round_to(DType dt, float x) {
+  switch (dt) {
+    case DType::f16: return __half2float(__float2half_rn(x));
+    case DType::bf16: return __bfloat162float(__float2bfloat16_rn(x));
+    default: return x;
+  }
+}
+
+// Activated log-decay of value head hv (KDA: channel i) of token (b, t):
+// raw: g = −exp(A_log[hv])·softplus(a + dt_bias); else g as given.
+__device__ __forceinline__ float gate_at(const TokenArgs& in, bool kda, int64_t b, int64_t t, int hv, int i) {
+  float a = kda ? act_at(in.g, b, t, hv, i) : act_at(in.g, b, t, hv);
+  if (!in.raw_gate) return a;
+  if (in.dt_bias) a += kda ? in.dt_bias[hv * in.sdb + i] : in.dt_bias[hv * in.sdb];
+  return -expf(in.A_log[hv * in.sA]) * cuda_util::softplus(a);
+}
+__device__ __forceinline__ float beta_at(const TokenArgs& in, int64_t b, int64_t t, int hv) {
+  const float x = act_at(in.beta, b, t, hv);
+  return in.raw_beta ? cuda_util::sigmoid(x) : x;
+}
+
+// One warp: k̂ = k·ks and q̂ = q·qs·q_scale of token (b, t), key head kh, into
+// shared kn[K], qn[K]; returns ks (1 without l2norm) and k̂·q̂ in every lane.
+__device__ __forceinline__ void warp_prep_qk(const TokenArgs& in, int64_t b, int64_t t, int kh,
+                                             float* kn, float* qn, float& ks, float& kq) {
+  const int lane = threadIdx.x & 31;
+  float sk = 0.f, sq = 0.f;
+  for (int i = lane; i < in.K; i += 32) {
+    const float k = act_at(in.k, b, t, kh, i), q = act_at(in.q, b, t, kh, i);
+    kn[i] = k;
+    qn[i] = q;
+    sk += k * k;
+    sq += q * q;
+  }
+  sk = warp_sum(sk);
+  sq = warp_sum(sq);
+  ks = in.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+  const float qs = (in.l2norm ? rsqrtf(sq + 1e-6f) : 1.f) * in.q_scale;
+  float dot = 0.f;
+  for (int i = lane; i < in.K; i += 32) {
+    const float k = kn[i] * ks, q = qn[i] * qs;
+    kn[i] = k;
+    qn[i] = q;
+    dot += k * q;
+  }
+  kq = warp_sum(dot);
+}
+
+// Sum over the LPR lanes of a group (every lane of the warp must call it).
+__device__ __forceinline__ float group_sum(float x, int lpr) {
+  for (int o = lpr >> 1; o > 0; o >>= 1) x += __shfl_xor_sync(FULL_MASK, x, o);
+  return x;
+}
+
+// A state row in registers: s[j][e] = row[(j*lpr + lane)*VEC + e].
+template <DType SD>
+struct Row {
+  using TS = typename Traits<SD>::type;
+  static constexpr int VEC = 16 / int(sizeof(TS));
+  static constexpr int NCH = ELEMS_PER_LANE / VEC;
+  float s[NCH][VEC];
+
+  __device__ __forceinline__ static bool has(int j, int lane, int lpr, int K) {
+    return (j * lpr + lane) * VEC < K;
+  }
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int j = 0; j < NCH; ++j)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s[j][e] = 0.f;
+  }
+  __device__ __forceinline__ void load(const TS* row, int lane, int lpr, int K) {
+#pragma unroll
+    for (int j = 0; j < NCH; ++j) {
+      if (has(j, lane, lpr, K)) {
+        const uint4 u = __ldg(reinterpret_cast<const uint4*>(row + (j * lpr + lane) * VEC));
+        const TS* x = reinterpret_cast<const TS*>(&u);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) s[j][e] = Traits<SD>::load(x[e]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) s[j][e] = 0.f;
+      }
+    }
+  }
+  // Streaming load for rows read once (the replay checkpoint).
+  __device__ __forceinline__ void load_stream(const TS* row, int lane, int lpr, int K) {
+#pragma unroll
+    for (int j = 0; j < NCH; ++j) {
+      if (has(j, lane, lpr, K)) {
+        const uint4 u = __ldcs(reinterpret_cast<const uint4*>(row + (j * lpr + lane) * VEC));
+        const TS* x = reinterpret_cast<const TS*>(&u);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) s[j][e] = Traits<SD>::load(x[e]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) s[j][e] = 0.f;
+      }
+    }
+  }
+  // Store rounded to the state dtype; with `keep`, the registers take the rounded value.
+  __device__ __forceinline__ void store(TS* row, int lane, int lpr, int K, bool keep = false) {
+#pragma unroll
+    for (int j = 0; j < NCH; ++j) {
+      if (!has(j, lane, lpr, K)) continue;
+      uint4 u;
+      TS* x = reinterpret_cast<TS*>(&u);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        x[e] = Traits<SD>::store(s[j][e]);
+        if (keep) s[j][e] = Traits<SD>::load(x[e]);
+      }
+      *reinterpret_cast<uint4*>(row + (j * lpr + lane) * VEC) = u;
+    }
+  }
+  // Σ_i s[i]·u[i] over this lane's elements (u in shared memory, 16-byte aligned).
+  __device__ __forceinline__ float dot(const float* u, int lane, int lpr) const {
+    float acc = 0.f;
+#pragma unroll
+    for (int j = 0; j < NCH; ++j) {
+      const float4* p = reinterpret_cast<const float4*>(u + (j * lpr + lane) * VEC);
+#pragma unroll
+      for (int e = 0; e < VEC / 4; ++e) {
+        const float4 w = p[e];
+        acc += s[j][4 * e] * w.x + s[j][4 * e + 1] * w.y + s[j][4 * e + 2] * w.z + s[j][4 * e + 3] * w.w;
+      }
+    }
+    return acc;
+  }
+  // s ← a·s (scalar).
+  __device__ __forceinline__ void scale(float a) {
+#pragma unroll
+    for (int j = 0; j < NCH; ++j)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s[j][e] *= a;
+  }
+  // s ← s ⊙ a (vector in shared memory).
+  __device__ __forceinline__ void scale(const float* a, int lane, int lpr) {
+#pragma unroll
+    for (int j = 0; j < NCH; ++j) {
+      const float4* p = reinterpret_cast<const float4*>(a + (j * lpr + lane) * VEC);
+#pragma unroll
+      for (int e = 0; e < VEC / 4; ++e) {
+        const float4 w = p[e];
+        s[j][4 * e] *= w.x; s[j][4 * e + 1] *= w.y; s[j][4 * e + 2] *= w.z; s[j][4 * e + 3] *= w.w;
+      }
+    }
+  }
+  // s ← s + c·u (u in shared memory).
+  __device__ __forceinline__ void axpy(float c, const float* u, int lane, int lpr) {
+#pragma unroll
+    for (int j = 0; j < NCH; ++j) {
+      const float4* p = reinterpret_cast<const float4*>(u + (j * lpr + lane) * VEC);
+#pragma unroll
+      for (int e = 0; e < VEC / 4; ++e) {
+        const float4 w = p[e];
+        s[j][4 * e] += c * w.x; s[j][4 * e + 1] += c * w.y; s[j][4 * e + 2] += c * w.z; s[j][4 * e + 3] += c * w.w;
+      }
+    }
+  }
+};
+
+// Ring cursor of slot s.
+__device__ __forceinline__ RingCursor cursor_at(const Rings& r, int64_t s) {
+  const int32_t* p = r.cur + s * r.c0;
+  return RingCursor{p[0], p[r.c1], p[2 * r.c1]};
+}
+__device__ __forceinline__ bool cursor_ok(const Rings& r, const RingCursor& c) {
+  return c.start >= 0 && c.start < r.R && c.count >= 0 && c.pending >= 0 && c.count + c.pending <= r.L;
+}
+
+// Shared memory is carved in floats; offsets keep 16-byte alignment.
+__host__ __device__ __forceinline__ int64_t align4(int64_t n) { return (n + 3) & ~int64_t(3); }
+
+}  // namespace replayssm::delta::cuda_impl

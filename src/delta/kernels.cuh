@@ -1,0 +1,36 @@
+// Definitions of the typed launch entry points (kernels.h); included only by
+// the per-dtype instantiation units.
+#pragma once
+#include "delta/kernels.h"
+#include "delta/recurrent.cuh"
+#include "delta/replay.cuh"
+
+namespace replayssm::delta::cuda_impl {
+
+// Kernels above 48 KiB of dynamic shared memory must opt in (not a stream
+// operation: safe during graph capture).
+template <class Kernel>
+inline void launch_kernel(Kernel k, const Launch& l, auto&& args) {
+  if (l.smem > 48 * 1024) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem));
+  k<<<dim3(l.grid[0], l.grid[1], l.grid[2]), l.threads, l.smem, reinterpret_cast<cudaStream_t>(l.stream)>>>(args);
+}
+
+template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Launch& l) {
+  launch_kernel(delta_recurrent_kernel<SD, KDA>, l, a);
+}
+template <DType SD, bool KDA> void launch_replay(const ReplayArgs& a, const Launch& l) {
+  launch_kernel(delta_replay_kernel<SD, KDA>, l, a);
+}
+template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& l) {
+  launch_kernel(delta_fold_kernel<SD, KDA>, l, a);
+}
+
+#define RSSM_DELTA_INSTANTIATE(SD)                                                      \
+  template void launch_recurrent<SD, false>(const RecArgs&, const Launch&);             \
+  template void launch_recurrent<SD, true>(const RecArgs&, const Launch&);              \
+  template void launch_replay<SD, false>(const ReplayArgs&, const Launch&);             \
+  template void launch_replay<SD, true>(const ReplayArgs&, const Launch&);              \
+  template void launch_fold<SD, false>(const FoldArgs&, const Launch&);                 \
+  template void launch_fold<SD, true>(const FoldArgs&, const Launch&);
+
+}  // namespace replayssm::delta::cuda_impl

@@ -1,0 +1,401 @@
+// Launchers of the delta CUDA backend (replayssm::delta::cuda): views of the
+// validated arguments, tile choices (heuristics.h), one dispatch switch over
+// (state dtype, family). Stream-ordered, no host synchronisation and no
+// allocation, so every call can be captured in a CUDA graph. Indices that
+// only the device sees are checked in the kernels (Exec::device_status).
+#include <algorithm>
+#include <string>
+
+#include "core/check.h"
+#include "cuda/common.cuh"
+#include "delta/backend.h"
+#include "delta/heuristics.h"
+#include "delta/kernels.h"
+#include "delta/params.h"
+#include "delta/recurrent.cuh"
+#include "delta/replay.cuh"
+
+namespace replayssm::delta::cuda_impl {
+
+// Cursor updates (one thread per row), after the data kernels of a call.
+__global__ void delta_cursor_kernel(CursorArgs a) {
+  const int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= a.n) return;
+  const int64_t s = idx_at(a.slot, b);
+  if (s == a.pad) return;
+  if (s < 0 || s >= a.S) {
+    cuda_util::report(a.status, STATUS_BAD_SLOT);
+    return;
+  }
+  int32_t* p = a.rings.cur + s * a.rings.c0;
+  RingCursor c = cursor_at(a.rings, s);
+  if (a.op == CUR_PREFILL) {
+    c = RingCursor{c.start >= 0 && c.start < a.rings.R ? c.start : 0, 0, 0};
+  } else {
+    if (!cursor_ok(a.rings, c)) {
+      cuda_util::report(a.status, STATUS_RING_OVERFLOW);
+      return;
+    }
+    if (a.op == CUR_COMMIT) {
+      if (!ring_commit(c, int32_t(idx_at(a.acc, b)))) {
+        cuda_util::report(a.status, STATUS_BAD_ACCEPTED);
+        return;
+      }
+    } else if (a.op == CUR_FLUSH) {
+      if (c.pending != 0) return;  // reported by the fold kernel
+      c.start = ring_pos(c.start, c.count, a.rings.R);
+      c.count = 0;
+    } else {  // CUR_STEP; errors were reported by the step kernel
+      if (a.acc.p) {
+        if (!ring_commit(c, int32_t(idx_at(a.acc, b)))) return;
+      } else if (c.pending != 0) {
+        return;
+      }
+      c = ring_plan_step(c, a.T, a.rings.L, a.rings.R).next;
+      if (a.commit_all) ring_commit(c, a.T);
+    }
+  }
+  p[0] = c.start;
+  p[a.rings.c1] = c.count;
+  p[2 * a.rings.c1] = c.pending;
+}
+
+}  // namespace replayssm::delta::cuda_impl
+
+namespace replayssm::delta::cuda {
+namespace {
+
+using namespace cuda_impl;
+
+bool is_kda(const Dims& d) { return d.family == DeltaFamily::kda; }
+
+// Per-token input view: `lead` leading dims (2 for steps [B, T, ...], 1 for
+// prefills [tokens, ...], whose b stride is 0).
+Act act_of(const Tensor& t, int lead) {
+  Act a;
+  a.p = t.data;
+  a.dt = t.dtype;
+  if (lead == 2) {
+    a.sb = t.stride[0];
+    a.st = t.stride[1];
+    a.sh = t.ndim > 2 ? t.stride[2] : 0;
+  } else {
+    a.sb = 0;
+    a.st = t.stride[0];
+    a.sh = t.ndim > 1 ? t.stride[1] : 0;
+  }
+  return a;
+}
+Out out_of(const Tensor& t, int lead) {
+  const Act a = act_of(t, lead);
+  return Out{t.data, t.dtype, a.sb, a.st, a.sh};
+}
+Index index_of(const Tensor& t) {
+  Index x;
+  x.p = t.data;
+  x.dt = t.dtype;
+  x.s0 = t.ndim > 0 ? t.stride[0] : 0;
+  x.s1 = t.ndim > 1 ? t.stride[1] : 0;
+  return x;
+}
+
+TokenArgs tokens_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                    const Tensor& beta, const Tensor& A_log, const Tensor& dt_bias, const Tensor& o,
+                    const DeltaGating& gating, const Dims& d, int lead) {
+  TokenArgs a;
+  a.q = act_of(q, lead);
+  a.k = act_of(k, lead);
+  a.v = act_of(v, lead);
+  a.g = act_of(g, lead);
+  a.beta = act_of(beta, lead);
+  a.o = out_of(o, lead);
+  a.raw_gate = gating.raw_gate;
+  a.raw_beta = gating.raw_beta;
+  a.l2norm = gating.l2norm_qk;
+  a.q_scale = gating.q_scale != 0.f ? gating.q_scale : float(1.0 / std::sqrt(double(d.K)));
+  if (gating.raw_gate) {
+    a.A_log = static_cast<const float*>(A_log.data);
+    a.sA = A_log.stride[0];
+    if (dt_bias.defined()) {
+      a.dt_bias = static_cast<const float*>(dt_bias.data);
+      a.sdb = dt_bias.stride[0];
+    }
+  }
+  a.H = int(d.H);
+  a.HV = int(d.HV);
+  a.G = int(d.HV / d.H);
+  a.K = int(d.K);
+  a.V = int(d.V);
+  return a;
+}
+TokenArgs tokens_of(const DeltaStep& s, const Dims& d) {
+  return tokens_of(s.q, s.k, s.v, s.g, s.beta, s.A_log, s.dt_bias, s.o, s.gating, d, 2);
+}
+TokenArgs tokens_of(const DeltaPrefill& p, const Dims& d) {
+  return tokens_of(p.q, p.k, p.v, p.g, p.beta, p.A_log, p.dt_bias, p.o, p.gating, d, 1);
+}
+
+StateView state_of(const Tensor& t) { return StateView{t.data, t.stride[0], t.stride[1], t.stride[2]}; }
+
+Rings rings_of(const DeltaPool& p, const Dims& d) {
+  Rings r;
+  if (!p.ring_d.defined()) return r;
+  r.d = p.ring_d.data;
+  r.d_dt = p.ring_d.dtype;
+  r.d0 = p.ring_d.stride[0]; r.d1 = p.ring_d.stride[1]; r.d2 = p.ring_d.stride[2];
+  r.k = p.ring_k.data;
+  r.k_dt = p.ring_k.dtype;
+  r.k0 = p.ring_k.stride[0]; r.k1 = p.ring_k.stride[1]; r.k2 = p.ring_k.stride[2];
+  r.ks = static_cast<float*>(p.ring_ks.data);
+  r.ks0 = p.ring_ks.stride[0]; r.ks1 = p.ring_ks.stride[1]; r.ks2 = p.ring_ks.stride[2];
+  r.g = static_cast<float*>(p.ring_g.data);
+  r.g0 = p.ring_g.stride[0]; r.g1 = p.ring_g.stride[1]; r.g2 = p.ring_g.stride[2];
+  r.cur = static_cast<int32_t*>(p.cursor.data);
+  r.c0 = p.cursor.stride[0]; r.c1 = p.cursor.stride[1];
+  r.R = int(d.R);
+  r.L = int(d.L);
+  return r;
+}
+
+// Limits of the register-row layout and the grid, checked before any launch.
+void check_layout(const char* fn, const Tensor& state, const Dims& d, int64_t grid_z) {
+  const int64_t vec = 16 / int64_t(dtype_size(state.dtype));
+  check::require(d.K <= MAX_K, fn, "state", "the cuda backend supports K <= " + std::to_string(MAX_K) +
+                 ", got " + std::to_string(d.K));
+  check::require(d.K % vec == 0, fn, "state", "the cuda backend needs K to be a multiple of " +
+                 std::to_string(vec) + " (16-byte rows), got " + std::to_string(d.K));
+  check::require(grid_z <= 65535, fn, "slot", "the cuda backend handles at most 65535 rows per call");
+}
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 132;
+    }
+    return v;
+  }();
+  return n;
+}
+
+Launch launch_of(unsigned x, unsigned y, unsigned z, int threads, size_t smem, const Exec& e) {
+  return Launch{{x, y, z}, threads, smem, reinterpret_cast<CUstream_st*>(e.stream)};
+}
+
+// The one dispatch switch: (state dtype, family) → typed launch.
+template <template <DType, bool> class Op, class Args>
+void dispatch(DType state, bool kda, const Args& a, const Launch& l) {
+  switch (state) {
+    case DType::f32: kda ? Op<DType::f32, true>::run(a, l) : Op<DType::f32, false>::run(a, l); break;
+    case DType::bf16: kda ? Op<DType::bf16, true>::run(a, l) : Op<DType::bf16, false>::run(a, l); break;
+    case DType::f16: kda ? Op<DType::f16, true>::run(a, l) : Op<DType::f16, false>::run(a, l); break;
+    default: break;  // rejected by validation
+  }
+}
+template <DType SD, bool KDA> struct RecOp { static void run(const RecArgs& a, const Launch& l) { launch_recurrent<SD, KDA>(a, l); } };
+template <DType SD, bool KDA> struct ReplayOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay<SD, KDA>(a, l); } };
+template <DType SD, bool KDA> struct FoldOp { static void run(const FoldArgs& a, const Launch& l) { launch_fold<SD, KDA>(a, l); } };
+
+void launch_cursor(const CursorArgs& a, const Exec& exec) {
+  const int threads = 128;
+  delta_cursor_kernel<<<unsigned((a.n + threads - 1) / threads), threads, 0, cuda_util::stream_of(exec)>>>(a);
+}
+
+// Baseline recurrence launch (decode, snapshot, prefill).
+void run_recurrent(const char* fn, RecArgs& a, const Tensor& state, const Dims& d, int64_t rows,
+                   const Exec& exec) {
+  a.st = state_of(state);
+  a.lpr = lanes_per_row(d.K);
+  a.status = exec.device_status;
+  const int per_block = REC_THREADS / a.lpr;
+  const int fold_L = a.rings.d ? a.rings.L : 0;
+  const size_t smem = size_t(rec_layout(is_kda(d), int(d.K), a.tc, fold_L).total) * 4;
+  const Launch l = launch_of(unsigned((d.V + per_block - 1) / per_block), unsigned(d.HV), unsigned(rows),
+                             REC_THREADS, smem, exec);
+  dispatch<RecOp>(state.dtype, is_kda(d), a, l);
+  cuda_util::check_launch(fn);
+}
+
+}  // namespace
+
+void decode(const DeltaStep& step, const Tensor& state, const Dims& d, const Exec& exec) {
+  const char* fn = "delta_decode";
+  cuda_util::require_supported_device(fn);
+  check_layout(fn, state, d, d.B);
+  RecArgs a;
+  a.in = tokens_of(step, d);
+  a.mode = REC_DECODE;
+  a.slot = index_of(step.slot);
+  a.pad = step.pad_slot_id;
+  a.S = d.S;
+  a.T = int(d.T);
+  a.tc = int(std::min<int64_t>(d.T, REC_TOKEN_CHUNK));
+  run_recurrent(fn, a, state, d, d.B, exec);
+}
+
+void snapshot_decode(const DeltaStep& step, const Tensor& state, const Tensor& state_indices,
+                     const Tensor& num_accepted, const Dims& d, const Exec& exec) {
+  const char* fn = "delta_snapshot_decode";
+  cuda_util::require_supported_device(fn);
+  check_layout(fn, state, d, d.B);
+  RecArgs a;
+  a.in = tokens_of(step, d);
+  a.mode = REC_SNAPSHOT;
+  a.sidx = index_of(state_indices);
+  if (num_accepted.defined()) a.acc = index_of(num_accepted);
+  a.pad = step.pad_slot_id;
+  a.S = d.S;
+  a.T = int(d.T);
+  a.tc = int(std::min<int64_t>(d.T, REC_TOKEN_CHUNK));
+  run_recurrent(fn, a, state, d, d.B, exec);
+}
+
+void prefill(const DeltaPrefill& p, const DeltaPool& pool, const Dims& d, const Exec& exec) {
+  const char* fn = "delta_prefill";
+  cuda_util::require_supported_device(fn);
+  check_layout(fn, pool.state, d, d.B);
+  RecArgs a;
+  a.in = tokens_of(p, d);
+  a.mode = REC_PREFILL;
+  a.slot = index_of(p.slot);
+  a.pad = p.pad_slot_id;
+  a.S = d.S;
+  a.cu = index_of(p.cu_seqlens);
+  if (p.initial.defined()) a.init = index_of(p.initial);
+  if (pool.ring_d.defined() && p.initial.defined()) a.rings = rings_of(pool, d);
+  a.tc = REC_TOKEN_CHUNK;
+  run_recurrent(fn, a, pool.state, d, d.B, exec);
+  if (pool.cursor.defined()) {
+    CursorArgs c;
+    c.rings = rings_of(pool, d);
+    c.slot = a.slot;
+    c.pad = a.pad;
+    c.S = d.S;
+    c.op = CUR_PREFILL;
+    c.n = int(d.B);
+    c.status = exec.device_status;
+    launch_cursor(c, exec);
+    cuda_util::check_launch(fn);
+  }
+}
+
+void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num_accepted,
+                 bool commit_all, const Dims& d, const Exec& exec) {
+  const char* fn = "delta_replay_step";
+  cuda_util::require_supported_device(fn);
+  check_layout(fn, pool.state, d, d.B);
+  ReplayArgs a;
+  a.in = tokens_of(step, d);
+  a.st = state_of(pool.state);
+  a.rings = rings_of(pool, d);
+  a.slot = index_of(step.slot);
+  a.pad = step.pad_slot_id;
+  a.S = d.S;
+  if (num_accepted.defined()) a.acc = index_of(num_accepted);
+  a.commit_all = commit_all;
+  a.T = int(d.T);
+  a.lpr = lanes_per_row(d.K);
+  a.status = exec.device_status;
+  const bool kda = is_kda(d);
+  const int64_t G = d.HV / d.H;
+  auto smem_of = [&](const ReplayTile& t) {
+    return replay_layout(kda, int(d.K), a.T, int(d.L), t.nh, t.nh * t.vt).bytes;
+  };
+  const ReplayTile tile = replay_tile(d.family, d.B, d.H, G, d.V, a.lpr, sm_count(), smem_of);
+  a.nh = tile.nh;
+  a.vt = tile.vt;
+  a.vtiles = int((d.V + tile.vt - 1) / tile.vt);
+  const size_t smem = size_t(smem_of(tile));
+  check::require(smem <= 227 * 1024, fn, "pool.L", "L + T too large for the cuda replay kernel's shared memory");
+  const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
+                             REPLAY_THREADS, smem, exec);
+  dispatch<ReplayOp>(pool.state.dtype, kda, a, l);
+  cuda_util::check_launch(fn);
+  CursorArgs c;
+  c.rings = a.rings;
+  c.slot = a.slot;
+  c.pad = a.pad;
+  c.S = d.S;
+  c.acc = a.acc;
+  c.op = CUR_STEP;
+  c.commit_all = commit_all;
+  c.T = a.T;
+  c.n = int(d.B);
+  c.status = exec.device_status;
+  launch_cursor(c, exec);
+  cuda_util::check_launch(fn);
+}
+
+void commit(const DeltaPool& pool, const Tensor& slot, int64_t pad, const Tensor& num_accepted,
+            const Dims& d, const Exec& exec) {
+  const char* fn = "delta_commit";
+  cuda_util::require_supported_device(fn);
+  CursorArgs c;
+  c.rings = rings_of(pool, d);
+  c.slot = index_of(slot);
+  c.pad = pad;
+  c.S = d.S;
+  c.acc = index_of(num_accepted);
+  c.op = CUR_COMMIT;
+  c.n = int(d.B);
+  c.status = exec.device_status;
+  launch_cursor(c, exec);
+  cuda_util::check_launch(fn);
+}
+
+namespace {
+void run_fold(const char* fn, const DeltaPool& pool, const Tensor& slot, int64_t pad, const Tensor* out,
+              const Dims& d, const Exec& exec) {
+  check_layout(fn, pool.state, d, d.B);
+  FoldArgs a;
+  a.st = state_of(pool.state);
+  a.rings = rings_of(pool, d);
+  a.slot = index_of(slot);
+  a.pad = pad;
+  a.S = d.S;
+  if (out) {
+    a.out = out->data;
+    a.out_dt = out->dtype;
+    a.o0 = out->stride[0]; a.o1 = out->stride[1]; a.o2 = out->stride[2];
+  }
+  a.H = int(d.H);
+  a.HV = int(d.HV);
+  a.G = int(d.HV / d.H);
+  a.K = int(d.K);
+  a.V = int(d.V);
+  a.lpr = lanes_per_row(d.K);
+  a.status = exec.device_status;
+  const int per_block = REC_THREADS / a.lpr;
+  const size_t smem = a.rings.d ? size_t(align4(int64_t(d.L) * d.K) + align4(d.K)) * 4 : 0;
+  const Launch l = launch_of(unsigned((d.V + per_block - 1) / per_block), unsigned(d.HV), unsigned(d.B),
+                             REC_THREADS, smem, exec);
+  dispatch<FoldOp>(pool.state.dtype, is_kda(d), a, l);
+  cuda_util::check_launch(fn);
+}
+}  // namespace
+
+void materialize(const DeltaPool& pool, const Tensor& slot, int64_t pad, const Tensor& out,
+                 const Dims& d, const Exec& exec) {
+  const char* fn = "delta_materialize";
+  cuda_util::require_supported_device(fn);
+  run_fold(fn, pool, slot, pad, &out, d, exec);
+}
+
+void flush(const DeltaPool& pool, const Tensor& slot, int64_t pad, const Dims& d, const Exec& exec) {
+  const char* fn = "delta_flush";
+  cuda_util::require_supported_device(fn);
+  run_fold(fn, pool, slot, pad, nullptr, d, exec);
+  CursorArgs c;
+  c.rings = rings_of(pool, d);
+  c.slot = index_of(slot);
+  c.pad = pad;
+  c.S = d.S;
+  c.op = CUR_FLUSH;
+  c.n = int(d.B);
+  c.status = exec.device_status;
+  launch_cursor(c, exec);
+  cuda_util::check_launch(fn);
+}
+
+}  // namespace replayssm::delta::cuda

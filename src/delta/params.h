@@ -1,0 +1,132 @@
+// Kernel parameter blocks of the delta CUDA backend (plain C++, passed by
+// value to the kernels). Every view is (pointer, dtype, int64 element
+// strides); the innermost dimension has stride 1.
+#pragma once
+#include <cstdint>
+
+#include "replayssm/delta.h"
+
+namespace replayssm::delta::cuda_impl {
+
+// Per-token input: element (b, t, h, i) lives at b*sb + t*st + h*sh + i.
+// Prefill views its packed [tokens, ...] tensors with sb = 0.
+struct Act {
+  const void* p = nullptr;
+  DType dt = DType::f32;
+  int64_t sb = 0, st = 0, sh = 0;
+};
+struct Out {
+  void* p = nullptr;
+  DType dt = DType::f32;
+  int64_t sb = 0, st = 0, sh = 0;
+};
+
+// i32 | i64 index vector or matrix: element (i, j) at i*s0 + j*s1.
+struct Index {
+  const void* p = nullptr;
+  DType dt = DType::i32;
+  int64_t s0 = 0, s1 = 0;
+};
+
+// Token inputs shared by every per-token kernel.
+struct TokenArgs {
+  Act q, k, v, g, beta;
+  Out o;
+  const float* A_log = nullptr;  // [HV], raw_gate only
+  int64_t sA = 0;
+  const float* dt_bias = nullptr;  // GDN [HV], KDA [HV, K]; null when absent
+  int64_t sdb = 0;
+  bool raw_gate = true, raw_beta = true, l2norm = true;
+  float q_scale = 1.f;  // resolved (K^-1/2 when the caller passed 0)
+  int H = 0, HV = 0, G = 1, K = 0, V = 0;
+};
+
+// State pool [S, HV, V, K] (K contiguous, 16-byte aligned rows).
+struct StateView {
+  void* p = nullptr;
+  int64_t s0 = 0, s1 = 0, s2 = 0;
+};
+
+// Replay rings and cursors (d == nullptr: a baseline pool without rings).
+struct Rings {
+  void* d = nullptr;  // [S, R, HV, V] f32 | f16 | bf16
+  DType d_dt = DType::f32;
+  int64_t d0 = 0, d1 = 0, d2 = 0;
+  void* k = nullptr;  // [S, R, H, K] dtype of k
+  DType k_dt = DType::f32;
+  int64_t k0 = 0, k1 = 0, k2 = 0;
+  float* ks = nullptr;  // [S, R, H]
+  int64_t ks0 = 0, ks1 = 0, ks2 = 0;
+  float* g = nullptr;  // GDN [S, R, HV], KDA [S, R, HV, K]
+  int64_t g0 = 0, g1 = 0, g2 = 0;
+  int32_t* cur = nullptr;  // [S, 3] {start, count, pending}
+  int64_t c0 = 0, c1 = 0;
+  int R = 0, L = 0;
+};
+
+// Baseline recurrence: decode (mode 0), snapshot decode (1), prefill (2).
+enum RecMode : int { REC_DECODE = 0, REC_SNAPSHOT = 1, REC_PREFILL = 2 };
+struct RecArgs {
+  TokenArgs in;
+  StateView st;
+  Rings rings;       // prefill from the current state of a replay pool
+  int mode = REC_DECODE;
+  Index slot;        // [B]
+  int64_t pad = -1, S = 0;
+  Index sidx;        // snapshot [B, T]
+  Index acc;         // snapshot num_accepted [B] (p null: 1)
+  Index cu;          // prefill cu_seqlens [B + 1]
+  Index init;        // prefill initial [B] (p null: 0)
+  int T = 0;         // decode / snapshot tokens per row
+  int lpr = 8;       // lanes per state row
+  int tc = 8;        // tokens per shared-memory chunk
+  int32_t* status = nullptr;
+};
+
+// Replay step (and its fused flush).
+struct ReplayArgs {
+  TokenArgs in;
+  StateView st;
+  Rings rings;
+  Index slot;
+  int64_t pad = -1, S = 0;
+  Index acc;          // num_accepted [B] (p null: none)
+  bool commit_all = false;
+  int T = 0;
+  int lpr = 8;
+  int nh = 1;         // value heads per block (all of them when > 1: vt = V)
+  int vt = 0;         // V rows per block per head
+  int vtiles = 1;     // ceil(V / vt)
+  int32_t* status = nullptr;
+};
+
+// Fold of the committed records: materialize (out) or flush (in place).
+struct FoldArgs {
+  StateView st;
+  Rings rings;
+  Index slot;
+  int64_t pad = -1, S = 0;
+  void* out = nullptr;  // materialize [n, HV, V, K]; null: flush into the state
+  DType out_dt = DType::f32;
+  int64_t o0 = 0, o1 = 0, o2 = 0;
+  int H = 0, HV = 0, G = 1, K = 0, V = 0;
+  int lpr = 8;
+  int32_t* status = nullptr;
+};
+
+// Cursor updates after the data kernels of one call (a separate launch, so
+// no block of the data kernel can see a half-updated cursor).
+enum CursorOp : int { CUR_STEP = 0, CUR_COMMIT = 1, CUR_FLUSH = 2, CUR_PREFILL = 3 };
+struct CursorArgs {
+  Rings rings;
+  Index slot;
+  int64_t pad = -1, S = 0;
+  Index acc;
+  int op = CUR_STEP;
+  bool commit_all = false;
+  int T = 0;
+  int n = 0;  // rows
+  int32_t* status = nullptr;
+};
+
+}  // namespace replayssm::delta::cuda_impl

@@ -1,0 +1,318 @@
+// Replay step: outputs from the frozen checkpoint S_0 plus the ring of
+// records, with the flush fused (design/replay.md §2-3, docs/semantics.md).
+//
+// Block (x: value-head group × V tile, y: key head kh, z: row b) covers nh
+// value heads of key head kh (GDN; KDA nh = 1) and vt rows of V each. For
+// window token t (m = n_old + t records before it, counted from the
+// checkpoint the step reads) and u ∈ {k̂_t, q̂_t}:
+//   a_u = S_0 (e^{Λ_m} ⊙ u) + Σ_{j_lo<=j<m} W_{t,u,j} d_j,
+//   W_{t,u,j} = (e^{Λ_m − Λ_j} ⊙ k_j)·u   (GDN: e^{Λ_m−Λ_j} (k_j·u); k_j·u per key head)
+//   d_t = β_t (v_t − a_k) (stored rounded to ring_d's dtype, the rounded value
+//   used from then on), o_t = a_q + (k̂_t·q̂_t) d_t.
+// Each lane group reads its rows of S_0 once (the next row prefetched while
+// the current one is reduced) and adds its share of the history terms before
+// the group reduction, so one reduction per (row, token, u) gives a_u.
+// Flush (count + T > L): the same read folds the n_old committed records,
+//   S_h = e^{Λ_h} ⊙ S_0 + Σ_j d_j (e^{Λ_h−Λ_j} ⊙ k_j)ᵀ,
+// writes S_h once (state dtype) and the window then reads the stored S_h
+// with no history (j_lo = n_old, Λ restarting at the new checkpoint).
+// Appends: ring_k / ring_ks by the block with x == 0 of each key head (one
+// writer), ring_g by the V-tile-0 blocks of each value head, ring_d by the
+// row owners. Cursors are updated by a separate launch (launch.cu).
+#pragma once
+#include "delta/kernel_common.cuh"
+
+namespace replayssm::delta::cuda_impl {
+
+// Shared memory of the replay kernel: doubles first (Λ), then floats; sizes
+// in bytes. NM = L + T bounds the records of a step (n_old <= L with a flush,
+// <= L − T without), RB = nh·vt rows.
+struct ReplayLayout {
+  int64_t lamd;                                       // double offsets
+  int64_t kv, qv, uk, uq, e0v, w, dt, gs, beta, eu, kq, cf, e0;  // float offsets (after doubles)
+  int64_t float_base, bytes;
+};
+__host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, int L, int nh, int rb) {
+  ReplayLayout l{};
+  const int64_t NM = int64_t(L) + T;
+  l.lamd = 0;
+  const int64_t nd = kda ? NM * K : int64_t(nh) * NM;
+  l.float_base = align4(nd * 2);  // in floats
+  int64_t o = 0;
+  l.kv = o; o += align4(NM * K);
+  l.qv = o; o += align4(int64_t(T) * K);
+  l.uk = o; o += kda ? align4(int64_t(T) * K) : 0;
+  l.uq = o; o += kda ? align4(int64_t(T) * K) : 0;
+  l.e0v = o; o += kda ? align4(K) : 0;
+  l.w = o; o += align4(int64_t(nh) * T * 2 * NM);
+  l.dt = o; o += align4(NM * rb);
+  l.gs = o; o += align4(int64_t(nh) * NM);
+  l.beta = o; o += align4(int64_t(nh) * T);
+  l.eu = o; o += align4(int64_t(nh) * T);
+  l.kq = o; o += align4(T);
+  l.cf = o; o += align4(int64_t(nh) * NM);
+  l.e0 = o; o += align4(nh);
+  l.bytes = (l.float_base + o) * 4;
+  return l;
+}
+
+template <DType SD, bool KDA>
+__global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
+  using RW = Row<SD>;
+  using TS = typename RW::TS;
+  extern __shared__ float4 smem4[];
+  const TokenArgs& in = a.in;
+  const Rings& rg = a.rings;
+  const int K = in.K, V = in.V, T = a.T, lpr = a.lpr, R = rg.R;
+  const int NM = rg.L + T;
+  const int b = blockIdx.z, kh = blockIdx.y;
+  const int hgroup = blockIdx.x / a.vtiles, vtile = blockIdx.x % a.vtiles;
+  const int hv0 = kh * in.G + hgroup * a.nh;
+  const int v0 = vtile * a.vt;
+  const int vt = min(a.vt, V - v0);
+  const int RB = a.nh * vt, RBM = a.nh * a.vt;
+  const int tid = threadIdx.x, warp = tid >> 5, lane32 = tid & 31, nwarps = blockDim.x >> 5;
+  const int grp = tid / lpr, lane = tid % lpr, rpp = blockDim.x / lpr;
+  const int np = (RB + rpp - 1) / rpp;
+  const bool reporter = tid == 0 && blockIdx.x == 0 && kh == 0;
+
+  const int64_t s = idx_at(a.slot, b);
+  if (s == a.pad) {
+    for (int x = tid; x < RB * T; x += blockDim.x) {
+      const int rr = x % RB, t = x / RB;
+      out_at(in.o, b, t, hv0 + rr / vt, v0 + rr % vt, 0.f);
+    }
+    return;
+  }
+  if (s < 0 || s >= a.S) {
+    if (reporter) cuda_util::report(a.status, STATUS_BAD_SLOT);
+    return;
+  }
+  TS* const state = static_cast<TS*>(a.st.p) + s * a.st.s0;
+  auto row_ptr = [&](int rr) {
+    return state + int64_t(hv0 + rr / vt) * a.st.s1 + int64_t(v0 + rr % vt) * a.st.s2;
+  };
+  // The first checkpoint row is in flight while the records are prepared.
+  RW cur, nxt;
+  if (grp < RB) cur.load_stream(row_ptr(grp), lane, lpr, K);
+  else cur.zero();
+
+  RingCursor c = cursor_at(rg, s);
+  if (!cursor_ok(rg, c)) {
+    if (reporter) cuda_util::report(a.status, STATUS_RING_OVERFLOW);
+    return;
+  }
+  if (a.acc.p) {
+    if (!ring_commit(c, int32_t(idx_at(a.acc, b)))) {
+      if (reporter) cuda_util::report(a.status, STATUS_BAD_ACCEPTED);
+      return;
+    }
+  } else if (c.pending != 0) {
+    if (reporter) cuda_util::report(a.status, STATUS_UNCOMMITTED);
+    return;
+  }
+  const StepPlan p = ring_plan_step(c, T, rg.L, R);
+  const int n_old = p.flush ? p.fold_count : p.hist_count;
+  const int old_start = p.flush ? p.fold_start : p.hist_start;
+  const int j_lo = p.flush ? n_old : 0;
+  const int n = n_old + T;
+
+  const ReplayLayout lay = replay_layout(KDA, K, T, rg.L, a.nh, RBM);
+  double* LAMD = reinterpret_cast<double*>(smem4);
+  float* sm = reinterpret_cast<float*>(smem4) + lay.float_base;
+  float* KV = sm + lay.kv;  // [NM][K] k̂ of old records then window (KDA flush: fold vectors)
+  float* QV = sm + lay.qv;  // [T][K] q̂
+  float* UK = sm + lay.uk;  // KDA [T][K] e^{Λ_m} ⊙ k̂_t
+  float* UQ = sm + lay.uq;  // KDA [T][K] e^{Λ_m} ⊙ q̂_t
+  float* E0V = sm + lay.e0v;
+  float* W = sm + lay.w;    // [nh][T][2][NM]
+  float* DT = sm + lay.dt;  // [NM][RBM] d of old records then window, per block row
+  float* GS = sm + lay.gs;  // GDN [nh][NM] gates
+  float* BETA = sm + lay.beta, *EU = sm + lay.eu, *KQ = sm + lay.kq, *CF = sm + lay.cf, *E0 = sm + lay.e0;
+
+  // Window k̂, q̂; the key head's records are appended by block x == 0.
+  const bool k_writer = blockIdx.x == 0, g_writer = vtile == 0;
+  for (int t = warp; t < T; t += nwarps) {
+    float ks, kq;
+    warp_prep_qk(in, b, t, kh, KV + (n_old + t) * K, QV + t * K, ks, kq);
+    if (lane32 == 0) KQ[t] = kq;
+    if (k_writer) {
+      const int64_t pos = ring_pos(p.append_start, t, R);
+      const int64_t ko = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
+      for (int i = lane32; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, act_at(in.k, b, t, kh, i));
+      if (lane32 == 0) rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
+    }
+  }
+  for (int j = warp; j < n_old; j += nwarps) {
+    const int64_t pos = ring_pos(old_start, j, R);
+    const float ks = rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2];
+    const int64_t ko = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
+    for (int i = lane32; i < K; i += 32) KV[j * K + i] = load_any(rg.k, rg.k_dt, ko + i) * ks;
+  }
+  for (int x = tid; x < n_old * RB; x += blockDim.x) {
+    const int j = x / RB, rr = x % RB;
+    const int64_t pos = ring_pos(old_start, j, R);
+    DT[j * RBM + rr] = load_any(rg.d, rg.d_dt, s * rg.d0 + pos * rg.d1 +
+                                int64_t(hv0 + rr / vt) * rg.d2 + v0 + rr % vt);
+  }
+  for (int x = tid; x < a.nh * T; x += blockDim.x) BETA[x] = beta_at(in, b, x % T, hv0 + x / T);
+  // Gates and cumulative log-decays Λ (fp64 sums; restarting at the new
+  // checkpoint for the window of a flushing step). Window gates are appended.
+  if (!KDA) {
+    for (int x = tid; x < a.nh * n; x += blockDim.x) {
+      const int hvl = x / n, i = x % n, hv = hv0 + hvl;
+      float g;
+      if (i < n_old) {
+        g = rg.g[s * rg.g0 + int64_t(ring_pos(old_start, i, R)) * rg.g1 + int64_t(hv) * rg.g2];
+      } else {
+        const int t = i - n_old;
+        g = gate_at(in, false, b, t, hv, 0);
+        if (g_writer) rg.g[s * rg.g0 + int64_t(ring_pos(p.append_start, t, R)) * rg.g1 + int64_t(hv) * rg.g2] = g;
+      }
+      GS[hvl * NM + i] = g;
+    }
+    __syncthreads();
+    for (int hvl = tid; hvl < a.nh; hvl += blockDim.x) {
+      double lam = 0;
+      for (int i = 0; i < n; ++i) {
+        if (p.flush && i == n_old) lam = 0;
+        lam += GS[hvl * NM + i];
+        LAMD[hvl * NM + i] = lam;
+      }
+    }
+  } else {
+    const int hv = hv0;
+    for (int k = tid; k < K; k += blockDim.x) {
+      double lam = 0;
+      for (int i = 0; i < n; ++i) {
+        float g;
+        if (i < n_old) {
+          g = rg.g[s * rg.g0 + int64_t(ring_pos(old_start, i, R)) * rg.g1 + int64_t(hv) * rg.g2 + k];
+        } else {
+          const int t = i - n_old;
+          g = gate_at(in, true, b, t, hv, k);
+          if (g_writer)
+            rg.g[s * rg.g0 + int64_t(ring_pos(p.append_start, t, R)) * rg.g1 + int64_t(hv) * rg.g2 + k] = g;
+          if (p.flush && t == 0) lam = 0;
+        }
+        lam += g;
+        LAMD[int64_t(i) * K + k] = lam;
+      }
+    }
+  }
+  __syncthreads();
+
+  // Coefficients: W (history and earlier window terms), the checkpoint
+  // scales e^{Λ_m} and, with a flush, the fold coefficients.
+  if (!KDA) {
+    if (p.flush) {
+      for (int x = tid; x < a.nh * n_old; x += blockDim.x) {
+        const int hvl = x / n_old, j = x % n_old;
+        CF[hvl * NM + j] = expf(float(LAMD[hvl * NM + n_old - 1] - LAMD[hvl * NM + j]));
+      }
+      for (int hvl = tid; hvl < a.nh; hvl += blockDim.x) E0[hvl] = expf(float(LAMD[hvl * NM + n_old - 1]));
+    }
+    for (int x = tid; x < a.nh * T; x += blockDim.x) EU[x] = expf(float(LAMD[(x / T) * NM + n_old + x % T]));
+    for (int x = warp; x < T * n; x += nwarps) {
+      const int t = x / n, j = x % n, m = n_old + t;
+      if (j < j_lo || j >= m) continue;
+      float dk = 0.f, dq = 0.f;
+      for (int i = lane32; i < K; i += 32) {
+        const float kj = KV[j * K + i];
+        dk += kj * KV[m * K + i];
+        dq += kj * QV[t * K + i];
+      }
+      dk = warp_sum(dk);
+      dq = warp_sum(dq);
+      for (int hvl = lane32; hvl < a.nh; hvl += 32) {
+        const float e = expf(float(LAMD[hvl * NM + m] - LAMD[hvl * NM + j]));
+        W[((hvl * T + t) * 2) * NM + j] = e * dk;
+        W[((hvl * T + t) * 2 + 1) * NM + j] = e * dq;
+      }
+    }
+  } else {
+    for (int x = tid; x < T * K; x += blockDim.x) {
+      const int t = x / K, k = x % K, m = n_old + t;
+      const float e = expf(float(LAMD[int64_t(m) * K + k]));
+      UK[x] = e * KV[m * K + k];
+      UQ[x] = e * QV[x];
+    }
+    for (int x = warp; x < T * n; x += nwarps) {
+      const int t = x / n, j = x % n, m = n_old + t;
+      if (j < j_lo || j >= m) continue;
+      float wk = 0.f, wq = 0.f;
+      for (int k = lane32; k < K; k += 32) {
+        const float kk = expf(float(LAMD[int64_t(m) * K + k] - LAMD[int64_t(j) * K + k])) * KV[j * K + k];
+        wk += kk * KV[m * K + k];
+        wq += kk * QV[t * K + k];
+      }
+      wk = warp_sum(wk);
+      wq = warp_sum(wq);
+      if (lane32 == 0) {
+        W[(t * 2) * NM + j] = wk;
+        W[(t * 2 + 1) * NM + j] = wq;
+      }
+    }
+    if (p.flush) {  // fold vectors in place of the old keys (no W term reads them)
+      for (int x = tid; x < n_old * K; x += blockDim.x) {
+        const int j = x / K, k = x % K;
+        KV[x] *= expf(float(LAMD[int64_t(n_old - 1) * K + k] - LAMD[int64_t(j) * K + k]));
+      }
+      for (int k = tid; k < K; k += blockDim.x) E0V[k] = expf(float(LAMD[int64_t(n_old - 1) * K + k]));
+    }
+  }
+  __syncthreads();
+
+  for (int pi = 0; pi < np; ++pi) {
+    const int rr = pi * rpp + grp;
+    const bool valid = rr < RB;
+    const int rc = valid ? rr : 0;
+    if (pi + 1 < np) {
+      if (rr + rpp < RB) nxt.load_stream(row_ptr(rr + rpp), lane, lpr, K);
+      else nxt.zero();
+    }
+    const int hvl = rc / vt, hv = hv0 + hvl, v = v0 + rc % vt;
+    if (p.flush) {
+      if (KDA) {
+        cur.scale(E0V, lane, lpr);
+        for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc], KV + j * K, lane, lpr);
+      } else {
+        cur.scale(E0[hvl]);
+        for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc] * CF[hvl * NM + j], KV + j * K, lane, lpr);
+      }
+      if (valid) cur.store(row_ptr(rr), lane, lpr, K, /*keep=*/true);
+    }
+    for (int t = 0; t < T; ++t) {
+      const int m = n_old + t;
+      float pk, pq;
+      if (KDA) {
+        pk = cur.dot(UK + t * K, lane, lpr);
+        pq = cur.dot(UQ + t * K, lane, lpr);
+      } else {
+        const float e = EU[hvl * T + t];
+        pk = e * cur.dot(KV + m * K, lane, lpr);
+        pq = e * cur.dot(QV + t * K, lane, lpr);
+      }
+      const float* wk = W + ((KDA ? 0 : hvl) * T + t) * 2 * NM;
+      const float* wq = wk + NM;
+      for (int j = j_lo + lane; j < m; j += lpr) {
+        const float dj = DT[j * RBM + rc];
+        pk += wk[j] * dj;
+        pq += wq[j] * dj;
+      }
+      pk = group_sum(pk, lpr);
+      pq = group_sum(pq, lpr);
+      if (valid && lane == 0) {
+        const float dr = round_to(rg.d_dt, BETA[hvl * T + t] * (act_at(in.v, b, t, hv, v) - pk));
+        DT[m * RBM + rr] = dr;
+        const int64_t pos = ring_pos(p.append_start, t, R);
+        store_any(rg.d, rg.d_dt, s * rg.d0 + pos * rg.d1 + int64_t(hv) * rg.d2 + v, dr);
+        out_at(in.o, b, t, hv, v, pq + KQ[t] * dr);
+      }
+      __syncwarp();
+    }
+    cur = nxt;
+  }
+}
+
+}  // namespace replayssm::delta::cuda_impl

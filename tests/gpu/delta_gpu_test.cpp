@@ -1,0 +1,493 @@
+// CUDA backend of GDN / KDA against the fp64 reference on host copies:
+// decode, snapshot decode, prefill, replay steps (T = 1 and speculative
+// windows with random acceptances, flushes, random ring starts), commit,
+// materialize, flush, copy, reset, device status. Outputs are NaN-poisoned
+// before every call; pad rows must come back zero.
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_util.h"
+#include "replayssm/delta.h"
+
+namespace replayssm::test {
+namespace {
+
+struct Shape {
+  int64_t H, HV, K, V;
+};
+struct Cfg {
+  DeltaFamily f;
+  Shape s;
+  DType state = DType::f32, act = DType::bf16, gdt = DType::f32, rd = DType::f32;
+  bool raw = true;
+};
+
+std::string name(const Cfg& c) {
+  return std::string(c.f == DeltaFamily::kda ? "kda" : "gdn") + " H" + std::to_string(c.s.H) + " HV" +
+         std::to_string(c.s.HV) + " K" + std::to_string(c.s.K) + " V" + std::to_string(c.s.V) + " state " +
+         dtype_name(c.state) + " act " + dtype_name(c.act) + " g " + dtype_name(c.gdt) + " d " +
+         dtype_name(c.rd) + (c.raw ? " raw" : " activated");
+}
+double tol(const Cfg& c) { return std::max({tolerance(c.state), tolerance(c.act), tolerance(c.rd)}); }
+bool kda(const Cfg& c) { return c.f == DeltaFamily::kda; }
+
+// The configurations every test walks: the model shapes of design §6, odd
+// shapes and GQA ratios, and the dtype matrix on a small shape.
+std::vector<Cfg> configs() {
+  std::vector<Cfg> v;
+  for (int64_t HV : {32, 48, 64}) v.push_back({DeltaFamily::gdn, {16, HV, 128, 128}});
+  v.push_back({DeltaFamily::kda, {32, 32, 128, 128}});
+  v.push_back({DeltaFamily::gdn, {16, 64, 128, 128}, DType::bf16});
+  v.push_back({DeltaFamily::kda, {32, 32, 128, 128}, DType::bf16, DType::bf16, DType::bf16});
+  for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda}) {
+    v.push_back({f, {2, 2, 96, 96}, DType::f32, DType::f32});
+    v.push_back({f, {2, 8, 64, 32}, DType::f16, DType::bf16, DType::bf16, DType::f32, false});
+    v.push_back({f, {4, 8, 96, 96}, DType::f32, DType::bf16, DType::f32, DType::bf16});
+    for (DType st : {DType::f32, DType::bf16, DType::f16})
+      for (DType act : {DType::bf16, DType::f32})
+        for (bool raw : {true, false})
+          v.push_back({f, {1, 2, 64, 64}, st, act, raw ? DType::f32 : act, DType::f32, raw});
+  }
+  return v;
+}
+
+// One tensor on the host and, after upload(), on the device.
+struct Pair {
+  HostTensor h;
+  std::unique_ptr<DeviceTensor> d;
+  void make(DType dt, const std::vector<int64_t>& shape) { h.reset(dt, shape); }
+  void upload() { d = std::make_unique<DeviceTensor>(h); }
+  HostTensor fetch() const { return d->to_host(); }
+  const Tensor& ht() const { return h.t(); }
+  const Tensor& dt() const { return d->t(); }
+};
+
+void expect_close(const HostTensor& got, const HostTensor& want, double t, const std::string& what) {
+  const double e = rel_err(got.to_f64(), want.to_f64());
+  EXPECT_LE(e, t) << what << ": relative error " << e;
+}
+
+template <class Rng>
+double mixed_gate(Rng& rng) {  // log-decays near 0 (α ≈ 1) and far from it
+  std::uniform_real_distribution<double> u(0, 1);
+  return u(rng) < 0.5 ? -0.05 * u(rng) - 1e-3 : -0.3 - 2.7 * u(rng);
+}
+
+// Per-token inputs with leading dims `lead` ({B, T} or {tokens}).
+struct Inputs {
+  Pair q, k, v, g, beta, A_log, dt_bias, o;
+  DeltaGating gating;
+
+  template <class Rng>
+  Inputs(const Cfg& c, const std::vector<int64_t>& lead, Rng& rng) {
+    auto with = [&](std::initializer_list<int64_t> tail) {
+      std::vector<int64_t> s(lead);
+      s.insert(s.end(), tail);
+      return s;
+    };
+    const Shape& s = c.s;
+    q.make(c.act, with({s.H, s.K}));
+    k.make(c.act, with({s.H, s.K}));
+    v.make(c.act, with({s.HV, s.V}));
+    g.make(c.gdt, kda(c) ? with({s.HV, s.K}) : with({s.HV}));
+    beta.make(c.gdt, with({s.HV}));
+    o.make(c.act, with({s.HV, s.V}));
+    v.h.fill_normal(rng, 0, 1);
+    gating.raw_gate = gating.raw_beta = gating.l2norm_qk = c.raw;
+    if (c.raw) {
+      q.h.fill_normal(rng, 0, 1);
+      k.h.fill_normal(rng, 0, 1);
+      g.h.fill_normal(rng, 0, 1.5);
+      beta.h.fill_normal(rng, 0, 1.5);
+      A_log.make(DType::f32, {s.HV});
+      A_log.h.fill_uniform(rng, -2, 1);
+      dt_bias.make(DType::f32, kda(c) ? std::vector<int64_t>{s.HV, s.K} : std::vector<int64_t>{s.HV});
+      dt_bias.h.fill_normal(rng, 0, 0.5);
+      A_log.upload();
+      dt_bias.upload();
+    } else {  // already activated: unit keys, gates and β as given
+      gating.q_scale = 0.7f;
+      std::normal_distribution<double> nd(0, 1);
+      const int64_t rows = k.h.numel() / s.K;
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<double> x(static_cast<size_t>(s.K));
+        double n2 = 0;
+        for (auto& e : x) { e = nd(rng); n2 += e * e; }
+        for (int64_t i = 0; i < s.K; ++i) {
+          k.h.set(r * s.K + i, x[size_t(i)] / std::sqrt(n2));
+          q.h.set(r * s.K + i, nd(rng) / std::sqrt(double(s.K)));
+        }
+      }
+      for (int64_t i = 0; i < g.h.numel(); ++i) g.h.set(i, mixed_gate(rng));
+      beta.h.fill_uniform(rng, 0.05, 1.0);
+    }
+    o.h.fill_nan();
+    for (Pair* p : {&q, &k, &v, &g, &beta, &o}) p->upload();
+  }
+  void poison() {
+    o.h.fill_nan();
+    o.d->upload(o.h);
+  }
+  DeltaStep step(bool dev, const Pair& slot, int64_t pad) const {
+    auto t = [&](const Pair& p) { return p.h.t().defined() ? (dev ? p.dt() : p.ht()) : Tensor{}; };
+    DeltaStep st;
+    st.q = t(q); st.k = t(k); st.v = t(v); st.g = t(g); st.beta = t(beta);
+    st.A_log = t(A_log); st.dt_bias = t(dt_bias); st.o = t(o);
+    st.gating = gating;
+    st.slot = t(slot);
+    st.pad_slot_id = pad;
+    return st;
+  }
+};
+
+// Replay pool (or a baseline pool with only the state).
+struct Pool {
+  Pair state, rd, rk, rks, rg, cur;
+  int64_t L = 0;
+  bool rings = false;
+
+  template <class Rng>
+  Pool(const Cfg& c, int64_t S, int64_t L_, int64_t T_max, Rng& rng, bool with_rings = true) : L(L_), rings(with_rings) {
+    const Shape& s = c.s;
+    state.make(c.state, {S, s.HV, s.V, s.K});
+    state.h.fill_normal(rng, 0, 0.5);
+    state.upload();
+    if (!rings) return;
+    const int64_t R = L + T_max;
+    rd.make(c.rd, {S, R, s.HV, s.V});
+    rk.make(c.act, {S, R, s.H, s.K});
+    rks.make(DType::f32, {S, R, s.H});
+    rg.make(DType::f32, kda(c) ? std::vector<int64_t>{S, R, s.HV, s.K} : std::vector<int64_t>{S, R, s.HV});
+    cur.make(DType::i32, {S, 3});
+    rd.h.fill_normal(rng, 0, 1);  // stale contents: never read
+    rk.h.fill_normal(rng, 0, 1);
+    rks.h.fill_uniform(rng, 0.1, 1);
+    rg.h.fill_uniform(rng, -1, 0);
+    std::uniform_int_distribution<int64_t> start(0, R - 1);
+    for (int64_t i = 0; i < S; ++i) cur.h.set(i * 3, double(start(rng)));  // random ring starts
+    for (Pair* p : {&rd, &rk, &rks, &rg, &cur}) p->upload();
+  }
+  DeltaPool view(bool dev) const {
+    auto t = [&](const Pair& p) { return p.h.t().defined() ? (dev ? p.dt() : p.ht()) : Tensor{}; };
+    DeltaPool p;
+    p.state = t(state);
+    if (rings) { p.ring_d = t(rd); p.ring_k = t(rk); p.ring_ks = t(rks); p.ring_g = t(rg); p.cursor = t(cur); }
+    p.L = L;
+    return p;
+  }
+  void expect_equal(const Cfg& c, const std::string& what, bool state_too = true) const {
+    if (state_too) expect_close(state.fetch(), state.h, tol(c), what + " state");
+    if (!rings) return;
+    expect_close(rd.fetch(), rd.h, tol(c), what + " ring_d");
+    EXPECT_TRUE(rk.fetch().bytes_equal(rk.h)) << what << " ring_k";
+    expect_close(rks.fetch(), rks.h, 1e-5, what + " ring_ks");
+    expect_close(rg.fetch(), rg.h, 1e-5, what + " ring_g");
+    EXPECT_TRUE(cur.fetch().bytes_equal(cur.h)) << what << " cursor";
+  }
+};
+
+Exec ref_exec() { Exec e; e.backend = Backend::reference; return e; }
+Exec cuda_exec(int32_t* status = nullptr) {
+  Exec e;
+  e.backend = Backend::cuda;
+  e.device_status = status;
+  return e;
+}
+void sync() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
+
+// B distinct slots out of S with row `pad_row` (if >= 0) set to the pad id.
+template <class Rng>
+Pair make_slots(int64_t B, int64_t S, int64_t pad_row, int64_t pad, Rng& rng) {
+  std::vector<int64_t> all(static_cast<size_t>(S));
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng);
+  all.resize(size_t(B));
+  if (pad_row >= 0 && pad_row < B) all[size_t(pad_row)] = pad;
+  Pair p;
+  p.h = index_tensor(all);
+  p.upload();
+  return p;
+}
+
+TEST(DeltaGpu, Decode) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(1);
+  for (const Cfg& c : configs())
+    for (int64_t T : {1, 3}) {
+      SCOPED_TRACE(name(c) + " T" + std::to_string(T));
+      const int64_t B = 3, S = 5;
+      Inputs in(c, {B, T}, rng);
+      Pool pool(c, S, 0, 0, rng, false);
+      Pair slot = make_slots(B, S, 1, -1, rng);
+      delta_decode(c.f, in.step(false, slot, -1), pool.state.ht(), ref_exec());
+      delta_decode(c.f, in.step(true, slot, -1), pool.state.dt(), cuda_exec());
+      sync();
+      expect_close(in.o.fetch(), in.o.h, tol(c), "o");
+      pool.expect_equal(c, "decode");
+    }
+}
+
+TEST(DeltaGpu, SnapshotDecode) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(2);
+  for (const Cfg& c : configs()) {
+    SCOPED_TRACE(name(c));
+    const int64_t B = 3, T = 4, S = B * T + 2;
+    Inputs in(c, {B, T}, rng);
+    Pool pool(c, S, 0, 0, rng, false);
+    std::vector<int64_t> ids(static_cast<size_t>(S));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    Pair idx, acc;
+    idx.make(DType::i64, {B, T});
+    acc.make(DType::i32, {B});
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t t = 0; t < T; ++t) idx.h.set(b * T + t, double(ids[size_t(b * T + t)]));
+      acc.h.set(b, double(1 + int64_t(rng() % T)));
+    }
+    idx.h.set(1 * T + 0, -1);  // row 1 is a pad row
+    idx.h.set(2 * T + 3, -1);  // row 2 skips its last snapshot
+    acc.h.set(2, 2);
+    idx.upload();
+    acc.upload();
+    Pair none;
+    delta_snapshot_decode(c.f, in.step(false, none, -1), pool.state.ht(), idx.ht(), acc.ht(), ref_exec());
+    delta_snapshot_decode(c.f, in.step(true, none, -1), pool.state.dt(), idx.dt(), acc.dt(), cuda_exec());
+    sync();
+    expect_close(in.o.fetch(), in.o.h, tol(c), "o");
+    pool.expect_equal(c, "snapshot");
+  }
+}
+
+// Replay steps of T tokens (T = 1: commit_all; T > 1: random acceptances
+// committed by the next step), compared after every step.
+void replay_run(const Cfg& c, int64_t B, int64_t S, int64_t L, int64_t T, int steps, uint32_t seed,
+                bool check_pool_each_step) {
+  std::mt19937 rng(seed);
+  Pool pool(c, S, L, T, rng);
+  Pair slot = make_slots(B, S, B > 2 ? 1 : -1, -1, rng);
+  bool pending = false;
+  for (int step = 0; step < steps; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    Inputs in(c, {B, T}, rng);
+    Pair acc;
+    if (T > 1 && pending) {
+      acc.make(DType::i32, {B});
+      for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % T)));
+      acc.upload();
+    }
+    const bool commit_all = T == 1;
+    delta_replay_step(c.f, in.step(false, slot, -1), pool.view(false), acc.h.t().defined() ? acc.ht() : Tensor{},
+                      commit_all, ref_exec());
+    delta_replay_step(c.f, in.step(true, slot, -1), pool.view(true), acc.h.t().defined() ? acc.dt() : Tensor{},
+                      commit_all, cuda_exec());
+    sync();
+    pending = !commit_all;
+    expect_close(in.o.fetch(), in.o.h, tol(c), "o");
+    if (check_pool_each_step || step == steps - 1) pool.expect_equal(c, "replay");
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+TEST(DeltaGpu, ReplayStep) {
+  RSSM_SKIP_WITHOUT_GPU();
+  uint32_t seed = 10;
+  for (const Cfg& c : configs()) {
+    SCOPED_TRACE(name(c));
+    const bool big = c.s.HV * c.s.V * c.s.K > (1 << 20);
+    replay_run(c, 3, 6, 4, 1, big ? 7 : 12, seed++, !big);  // L = 4: flushes at steps 4, 8
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+TEST(DeltaGpu, SpeculativeWindows) {
+  RSSM_SKIP_WITHOUT_GPU();
+  uint32_t seed = 100;
+  for (const Cfg& c : configs()) {
+    if (c.s.HV * c.s.V * c.s.K > (1 << 20) && c.state != DType::f32) continue;
+    for (int64_t T : {2, 4, 5, 8}) {
+      SCOPED_TRACE(name(c) + " T" + std::to_string(T));
+      replay_run(c, 3, 6, 16, T, c.s.HV * c.s.V * c.s.K > (1 << 20) ? 5 : 12, seed++, true);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+// Long run: 2,000 steps at batch 2, L = 16, checkpoints compared after flushes.
+TEST(DeltaGpu, LongRun) {
+  RSSM_SKIP_WITHOUT_GPU();
+  for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda}) {
+    const Cfg c{f, {2, 4, 64, 64}, DType::f32, DType::bf16};
+    SCOPED_TRACE(name(c));
+    std::mt19937 rng(7);
+    const int64_t B = 2, S = 3, L = 16;
+    Pool pool(c, S, L, 1, rng);
+    Pair slot = make_slots(B, S, -1, -1, rng);
+    for (int step = 0; step < 2000; ++step) {
+      Inputs in(c, {B, 1}, rng);
+      delta_replay_step(f, in.step(false, slot, -1), pool.view(false), Tensor{}, true, ref_exec());
+      delta_replay_step(f, in.step(true, slot, -1), pool.view(true), Tensor{}, true, cuda_exec());
+      sync();
+      const double e = rel_err(in.o.fetch().to_f64(), in.o.h.to_f64());
+      ASSERT_LE(e, tol(c)) << "o at step " << step;
+      if (step > 0 && step % int(L) == 0) {  // this step flushed L records (T = 1, count 0 at start)
+        SCOPED_TRACE("step " + std::to_string(step));
+        pool.expect_equal(c, "after flush");
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(DeltaGpu, Prefill) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(3);
+  for (const Cfg& c : configs()) {
+    SCOPED_TRACE(name(c));
+    const int64_t S = 6, L = 8;
+    Pool pool(c, S, L, 2, rng);
+    // Give the slots committed records first.
+    Pair slot4 = make_slots(4, S, -1, -1, rng);
+    for (int i = 0; i < 5; ++i) {
+      Inputs st(c, {4, 1}, rng);
+      delta_replay_step(c.f, st.step(false, slot4, -1), pool.view(false), Tensor{}, true, ref_exec());
+      delta_replay_step(c.f, st.step(true, slot4, -1), pool.view(true), Tensor{}, true, cuda_exec());
+    }
+    const std::vector<int64_t> cu = {0, 5, 5, 17, 20};  // an empty prompt, a pad row
+    Inputs in(c, {cu.back()}, rng);
+    Pair cus, slot, init;
+    cus.h = index_tensor(cu);
+    cus.upload();
+    slot.h = index_tensor({int64_t(slot4.h.get(0)), int64_t(slot4.h.get(1)), -1,
+                           int64_t(slot4.h.get(3))});
+    slot.upload();
+    init.h = index_tensor({1, 0, 0, 1});
+    init.upload();
+    auto prefill = [&](bool dev) {
+      DeltaPrefill p;
+      auto t = [&](const Pair& x) { return x.h.t().defined() ? (dev ? x.dt() : x.ht()) : Tensor{}; };
+      p.q = t(in.q); p.k = t(in.k); p.v = t(in.v); p.g = t(in.g); p.beta = t(in.beta);
+      p.A_log = t(in.A_log); p.dt_bias = t(in.dt_bias); p.o = t(in.o);
+      p.gating = in.gating;
+      p.cu_seqlens = t(cus);
+      p.slot = t(slot);
+      p.pad_slot_id = -1;
+      p.initial = t(init);
+      return p;
+    };
+    delta_prefill(c.f, prefill(false), pool.view(false), ref_exec());
+    delta_prefill(c.f, prefill(true), pool.view(true), cuda_exec());
+    sync();
+    expect_close(in.o.fetch(), in.o.h, tol(c), "o");
+    pool.expect_equal(c, "prefill");
+  }
+}
+
+TEST(DeltaGpu, SlotOps) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(4);
+  for (const Cfg& c : configs()) {
+    SCOPED_TRACE(name(c));
+    const int64_t S = 6, L = 8, T = 3, B = 4;
+    Pool pool(c, S, L, T, rng);
+    Pair slot = make_slots(B, S, -1, -1, rng);
+    for (int i = 0; i < 2; ++i) {  // committed records plus a pending window
+      Inputs st(c, {B, T}, rng);
+      delta_replay_step(c.f, st.step(false, slot, -1), pool.view(false), Tensor{}, i == 0, ref_exec());
+      delta_replay_step(c.f, st.step(true, slot, -1), pool.view(true), Tensor{}, i == 0, cuda_exec());
+    }
+    // materialize (pending ignored), f32 and f64 out, with a pad entry
+    Pair ms = make_slots(3, S, -1, -1, rng);
+    ms.h.set(1, -1);
+    ms.upload();
+    for (DType odt : {DType::f32, DType::f64, DType::bf16}) {
+      Pair out;
+      out.make(odt, {3, c.s.HV, c.s.V, c.s.K});
+      out.h.fill_nan();
+      out.upload();
+      delta_materialize(c.f, pool.view(false), ms.ht(), -1, out.ht(), ref_exec());
+      delta_materialize(c.f, pool.view(true), ms.dt(), -1, out.dt(), cuda_exec());
+      sync();
+      expect_close(out.fetch(), out.h, std::max(tol(c), tolerance(odt)), std::string("materialize ") + dtype_name(odt));
+    }
+    // commit with random counts, then flush
+    Pair acc;
+    acc.make(DType::i64, {B});
+    for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % T)));
+    acc.upload();
+    delta_commit(c.f, pool.view(false), slot.ht(), -1, acc.ht(), ref_exec());
+    delta_commit(c.f, pool.view(true), slot.dt(), -1, acc.dt(), cuda_exec());
+    sync();
+    pool.expect_equal(c, "commit");
+    delta_flush(c.f, pool.view(false), slot.ht(), -1, ref_exec());
+    delta_flush(c.f, pool.view(true), slot.dt(), -1, cuda_exec());
+    sync();
+    pool.expect_equal(c, "flush");
+    // copy and reset
+    Pair src = make_slots(2, S, -1, -1, rng), dst;
+    std::vector<int64_t> rest;
+    for (int64_t s = 0; s < S; ++s)
+      if (s != int64_t(src.h.get(0)) && s != int64_t(src.h.get(1))) rest.push_back(s);
+    dst.h = index_tensor({rest[0], rest[1]});
+    dst.upload();
+    delta_copy_slot(c.f, pool.view(false), src.ht(), dst.ht(), -1, ref_exec());
+    delta_copy_slot(c.f, pool.view(true), src.dt(), dst.dt(), -1, cuda_exec());
+    delta_reset_slot(c.f, pool.view(false), src.ht(), -1, ref_exec());
+    delta_reset_slot(c.f, pool.view(true), src.dt(), -1, cuda_exec());
+    sync();
+    pool.expect_equal(c, "copy/reset");
+    // one more step on all slots after the slot operations
+    Pair all = make_slots(B, S, -1, -1, rng);
+    Inputs st(c, {B, 1}, rng);
+    delta_replay_step(c.f, st.step(false, all, -1), pool.view(false), Tensor{}, true, ref_exec());
+    delta_replay_step(c.f, st.step(true, all, -1), pool.view(true), Tensor{}, true, cuda_exec());
+    sync();
+    expect_close(st.o.fetch(), st.o.h, tol(c), "o after slot ops");
+    pool.expect_equal(c, "after slot ops");
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+TEST(DeltaGpu, DeviceStatusBadSlot) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(5);
+  const Cfg c{DeltaFamily::gdn, {2, 4, 64, 64}};
+  const int64_t B = 3, S = 4;
+  Pool pool(c, S, 4, 1, rng);
+  Pair slot = make_slots(B, S, -1, -1, rng);
+  Pair bad;
+  bad.h = index_tensor({int64_t(slot.h.get(0)), S + 3, int64_t(slot.h.get(2))});
+  bad.upload();
+  int32_t* status = nullptr;
+  RSSM_CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&status), sizeof(int32_t)));
+  RSSM_CUDA_OK(cudaMemset(status, 0, sizeof(int32_t)));
+  Inputs in(c, {B, 1}, rng);
+  // The reference runs the good rows only (row 1 padded out); the cuda call
+  // must skip row 1, set STATUS_BAD_SLOT and leave its output untouched.
+  Pair ref_slot;
+  ref_slot.h = index_tensor({int64_t(slot.h.get(0)), -1, int64_t(slot.h.get(2))});
+  ref_slot.upload();
+  delta_replay_step(c.f, in.step(false, ref_slot, -1), pool.view(false), Tensor{}, true, ref_exec());
+  delta_replay_step(c.f, in.step(true, bad, -1), pool.view(true), Tensor{}, true, cuda_exec(status));
+  sync();
+  int32_t bits = 0;
+  RSSM_CUDA_OK(cudaMemcpy(&bits, status, sizeof(bits), cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(bits & STATUS_BAD_SLOT) << bits;
+  HostTensor o = in.o.fetch();
+  const int64_t per_row = c.s.HV * c.s.V;
+  for (int64_t i = 0; i < per_row; ++i) EXPECT_TRUE(std::isnan(o.get(per_row + i)));
+  for (int64_t b : {0, 2})
+    for (int64_t i = 0; i < per_row; ++i)
+      ASSERT_NEAR(o.get(b * per_row + i), in.o.h.get(b * per_row + i), 0.05 + 0.03 * std::fabs(in.o.h.get(b * per_row + i)));
+  pool.expect_equal(c, "bad slot");
+  Exec e = cuda_exec(status);
+  EXPECT_THROW(check_device_status(e, "delta_gpu_test"), Error);
+  cudaFree(status);
+}
+
+}  // namespace
+}  // namespace replayssm::test

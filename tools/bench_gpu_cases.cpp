@@ -1,0 +1,370 @@
+// GPU benchmark cases: pools, realistic random inputs, byte model.
+#if defined(REPLAYSSM_WITH_CUDA)
+#include "bench_gpu_cases.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+
+#include "core/dtype.h"
+#include "presets.h"
+#include "replayssm/delta.h"
+#include "replayssm/mamba2.h"
+
+namespace replayssm::bench {
+
+void cuda_ok(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(err) + " (" +
+                             cudaGetErrorString(err) + ")");
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  cuda_ok(cudaMalloc(&ptr_, bytes ? bytes : 1), "cudaMalloc");
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);
+}
+
+void fill_random(void* dev, DType dt, int64_t n, Dist dist, double a, double b, uint64_t seed) {
+  if (n <= 0) return;
+  const size_t es = dtype_size(dt);
+  const int64_t tile = std::min<int64_t>(n, int64_t(1) << 18);
+  std::vector<uint8_t> host(size_t(tile) * es);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(a, b);
+  std::normal_distribution<double> nd(a, b);
+  for (int64_t i = 0; i < tile; ++i) store_from_f64(host.data(), dt, i, dist == Dist::uniform ? u(rng) : nd(rng));
+  auto* p = static_cast<uint8_t*>(dev);
+  cuda_ok(cudaMemcpy(p, host.data(), host.size(), cudaMemcpyHostToDevice), "fill_random H2D");
+  for (int64_t done = tile; done < n;) {  // doubling device copies
+    const int64_t c = std::min(done, n - done);
+    cuda_ok(cudaMemcpy(p + size_t(done) * es, p, size_t(c) * es, cudaMemcpyDeviceToDevice),
+            "fill_random D2D");
+    done += c;
+  }
+}
+
+const char* dtype_label(DType dt) {
+  switch (dt) {
+    case DType::f32: return "fp32";
+    case DType::f16: return "fp16";
+    case DType::bf16: return "bf16";
+    default: return dtype_name(dt);
+  }
+}
+bool parse_dtype_label(const std::string& s, DType* out) {
+  if (s == "fp32" || s == "f32") *out = DType::f32;
+  else if (s == "fp16" || s == "f16") *out = DType::f16;
+  else if (s == "bf16") *out = DType::bf16;
+  else return false;
+  return true;
+}
+
+std::string ModelShape::name() const {
+  auto s = [](const char* k, int64_t v) { return std::string(k) + std::to_string(v); };
+  if (family == "mamba2") return s("H", H) + "-" + s("P", P) + "-" + s("N", N) + "-" + s("G", G);
+  return s("H", H) + "-" + s("HV", HV) + "-" + s("K", K) + "-" + s("V", V);
+}
+
+static ModelShape from_preset(const tools::Preset& p) {
+  return {p.name, tools::family_name(p.family), p.H, p.P, p.N, p.G, p.HV, p.K, p.V};
+}
+
+std::vector<ModelShape> default_shapes() {
+  std::vector<ModelShape> v;
+  for (const tools::Preset& p : tools::PRESETS) v.push_back(from_preset(p));
+  return v;
+}
+std::vector<ModelShape> quick_shapes() {
+  std::vector<ModelShape> v;
+  for (const tools::Preset& p : tools::PRESETS) {
+    const bool target = (p.family == tools::Family::mamba2 && p.H == 128 && p.P == 64) ||
+                        (p.family == tools::Family::gdn && p.HV == 64) || p.family == tools::Family::kda;
+    if (target) v.push_back(from_preset(p));
+  }
+  return v;
+}
+bool shape_matches(const ModelShape& s, const std::string& sel) {
+  for (const tools::Preset& p : tools::select_presets(sel))
+    if (s.preset == p.name) return true;
+  return (s.family + "/" + s.name()).find(sel) != std::string::npos;
+}
+
+double baseline_bytes_per_step(const ByteModel& m, int64_t B) {
+  return double(B) * (2 * m.state + m.inputs + m.outputs) + m.params;
+}
+// State read every step, written at flushes; one record appended; history and
+// folded records read; inputs, outputs, cursor.
+double replay_bytes_per_step(const ByteModel& m, const FlushStats& f, int64_t B) {
+  const double row = m.state * (1 + f.flush_share) + m.record * (1 + f.hist_mean + f.fold_mean) +
+                     m.inputs + m.outputs + m.cursor;
+  return double(B) * row + m.params;
+}
+
+// ---------------------------------------------------------------------------
+// Case: slot sets, cursors, flush simulation, output check.
+
+void Case::init_common(int64_t B_, int64_t nsets_, int64_t L_max_, uint64_t seed) {
+  B = B_;
+  nsets = nsets_;
+  S = B * nsets;
+  L_max = L_max_;
+  L = L_max_;
+  host_slots_.resize(size_t(S));
+  std::iota(host_slots_.begin(), host_slots_.end(), 0);
+  std::mt19937_64 rng(seed);
+  std::shuffle(host_slots_.begin(), host_slots_.end(), rng);
+  slots_ = DeviceBuffer(size_t(S) * 4);
+  cuda_ok(cudaMemcpy(slots_.get(), host_slots_.data(), size_t(S) * 4, cudaMemcpyHostToDevice), "slots");
+  cursor_ = DeviceBuffer(size_t(S) * 3 * 4);
+  host_cursor_.assign(size_t(S), RingCursor{0, 0, 0});
+  cuda_ok(cudaMemset(cursor_.get(), 0, cursor_.bytes()), "cursor");
+}
+
+Tensor Case::slot_view(int64_t set) const {
+  return Tensor::view(static_cast<int32_t*>(slots_.get()) + set * B, DType::i32, {B}, Device::cuda);
+}
+Tensor Case::cursor_view() const {
+  return Tensor::view(cursor_.get(), DType::i32, {S, CURSOR_FIELDS}, Device::cuda);
+}
+
+void Case::prepare_replay(int64_t L_, bool aligned, uint64_t seed) {
+  if (L_ < 1 || L_ > L_max) throw std::runtime_error("prepare_replay: L out of range");
+  L = L_;
+  std::mt19937_64 rng(seed);
+  for (auto& c : host_cursor_) {
+    c.start = int32_t(rng() % uint64_t(R()));
+    c.count = aligned ? int32_t(L) : int32_t(1 + rng() % uint64_t(L));
+    c.pending = 0;
+  }
+  static_assert(sizeof(RingCursor) == CURSOR_FIELDS * 4);
+  cuda_ok(cudaMemcpy(cursor_.get(), host_cursor_.data(), size_t(S) * sizeof(RingCursor),
+                     cudaMemcpyHostToDevice), "cursor upload");
+}
+
+FlushStats Case::simulate(int64_t steps) const {
+  std::vector<RingCursor> c = host_cursor_;
+  double flushes = 0, hist = 0, fold = 0, peak = 0;
+  for (int64_t i = 0; i < steps; ++i) {
+    const int32_t* set = host_slots_.data() + (i % nsets) * B;
+    int64_t step_flushes = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      RingCursor& cur = c[size_t(set[b])];
+      const StepPlan p = ring_plan_step(cur, 1, int32_t(L), int32_t(R()));
+      step_flushes += p.flush;
+      hist += p.hist_count;
+      fold += p.fold_count;
+      cur = p.next;
+      ring_commit(cur, 1);
+    }
+    flushes += double(step_flushes);
+    peak = std::max(peak, double(step_flushes) / double(B));
+  }
+  const double rs = double(steps) * double(B);
+  return {flushes / rs, peak, hist / rs, fold / rs};
+}
+
+bool Case::outputs_finite(int64_t* nonzero) const {
+  cuda_ok(cudaDeviceSynchronize(), "sync before output check");
+  const int64_t n = out_.numel();
+  std::vector<uint8_t> h(size_t(n) * dtype_size(out_.dtype));
+  cuda_ok(cudaMemcpy(h.data(), out_.data, h.size(), cudaMemcpyDeviceToHost), "output D2H");
+  bool finite = true;
+  int64_t nz = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = load_as_f64(h.data(), out_.dtype, i);
+    finite = finite && std::isfinite(v);
+    nz += v != 0;
+  }
+  if (nonzero) *nonzero = nz;
+  return finite;
+}
+
+// Device tensor of the given shape, filled; keeps its buffer in `store`.
+static Tensor make_filled(std::vector<DeviceBuffer>& store, DType dt, std::initializer_list<int64_t> shape,
+                          Dist dist, double a, double b, uint64_t seed) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  store.emplace_back(size_t(n) * dtype_size(dt));
+  fill_random(store.back().get(), dt, n, dist, a, b, seed);
+  return Tensor::view(store.back().get(), dt, shape, Device::cuda);
+}
+
+// ---------------------------------------------------------------------------
+// Mamba-2. Gates: A = −exp(A_log), A_log ∈ [0, ln 16]; δ = softplus(dt + dt_bias)
+// spans ≈ 1e-3 .. 1, so decays exp(δA) range from ≈ 1 to ≈ e^-16.
+
+class Mamba2Case final : public Case {
+ public:
+  Mamba2Case(const ModelShape& s, int64_t B_, int64_t nsets_, DType state, DType act_, int64_t L_max_,
+             uint64_t seed)
+      : s_(s) {
+    state_dtype = state;
+    act = act_;
+    init_common(B_, nsets_, L_max_, seed);
+    const int64_t H = s.H, P = s.P, N = s.N, G = s.G, Rm = L_max + 1;
+    pool_.state = make_filled(buf_, state, {S, H, P, N}, Dist::normal, 0, 0.1, seed + 1);
+    ring_x_ = make_filled(buf_, act, {S, Rm, H, P}, Dist::normal, 0, 1, seed + 2).data;
+    ring_dt_ = make_filled(buf_, DType::f32, {S, Rm, H}, Dist::uniform, 1e-3, 0.3, seed + 3).data;
+    ring_B_ = make_filled(buf_, act, {S, Rm, G, N}, Dist::normal, 0, 1, seed + 4).data;
+    step_.x = make_filled(buf_, act, {B, 1, H, P}, Dist::normal, 0, 1, seed + 5);
+    step_.dt = make_filled(buf_, act, {B, 1, H}, Dist::uniform, -4, 1.5, seed + 6);
+    step_.Bm = make_filled(buf_, act, {B, 1, G, N}, Dist::normal, 0, 1, seed + 7);
+    step_.Cm = make_filled(buf_, act, {B, 1, G, N}, Dist::normal, 0, 1, seed + 8);
+    step_.A = make_filled(buf_, DType::f32, {H}, Dist::uniform, -16, -1, seed + 9);
+    step_.dt_bias = make_filled(buf_, DType::f32, {H}, Dist::uniform, -3, -1, seed + 10);
+    step_.D = make_filled(buf_, DType::f32, {H}, Dist::normal, 0, 1, seed + 11);
+    step_.dt_softplus = true;
+    step_.y = make_filled(buf_, act, {B, 1, H, P}, Dist::uniform, 0, 0, seed + 12);
+    out_ = step_.y;
+    pool_.cursor = cursor_view();
+    pool_.A = step_.A;
+  }
+
+  void step(bool replay, int64_t set, const Exec& exec) override {
+    step_.slot = slot_view(set);
+    if (!replay) {
+      mamba2_decode(step_, pool_.state, exec);
+      return;
+    }
+    const int64_t H = s_.H, P = s_.P, N = s_.N, G = s_.G;
+    pool_.ring_x = Tensor::view(ring_x_, act, {S, R(), H, P}, Device::cuda);
+    pool_.ring_dt = Tensor::view(ring_dt_, DType::f32, {S, R(), H}, Device::cuda);
+    pool_.ring_B = Tensor::view(ring_B_, act, {S, R(), G, N}, Device::cuda);
+    pool_.L = L;
+    mamba2_replay_step(step_, pool_, Tensor{}, true, exec);
+  }
+
+  ByteModel bytes() const override {
+    const double sa = double(dtype_size(act)), H = double(s_.H), P = double(s_.P), GN = double(s_.G * s_.N);
+    ByteModel m;
+    m.state = H * P * double(s_.N) * double(dtype_size(state_dtype));
+    m.record = H * P * sa + H * 4 + GN * sa;             // x, δ (fp32), B
+    m.inputs = H * P * sa + H * sa + 2 * GN * sa + 4;    // x, dt, B, C, slot
+    m.outputs = H * P * sa;                              // y
+    m.params = 3 * H * 4;                                // A, dt_bias, D
+    m.cursor = 2 * CURSOR_FIELDS * 4;
+    return m;
+  }
+  int64_t replay_mem_bytes_per_row() const override {
+    return mamba2_replay_bytes_per_row({s_.H, s_.P, s_.N, s_.G}, state_dtype, act, L, 1);
+  }
+  std::string record_desc() const override {
+    return std::string("x:") + dtype_label(act) + " dt:fp32 B:" + dtype_label(act);
+  }
+  DType record_dtype() const override { return act; }
+
+ private:
+  ModelShape s_;
+  std::vector<DeviceBuffer> buf_;
+  void *ring_x_ = nullptr, *ring_dt_ = nullptr, *ring_B_ = nullptr;
+  Mamba2Step step_;
+  Mamba2Pool pool_;
+};
+
+// ---------------------------------------------------------------------------
+// GDN / KDA with raw gating: g = −exp(A_log)·softplus(a + dt_bias), A_log ∈
+// [0, ln 16], a + dt_bias ∈ [−6, 3]: decays from ≈ 0.99 to ≈ e^-48. β = sigmoid(b).
+
+class DeltaCase final : public Case {
+ public:
+  DeltaCase(const ModelShape& s, int64_t B_, int64_t nsets_, DType state, DType act_, DType d_dtype,
+            int64_t L_max_, uint64_t seed)
+      : s_(s), f_(s.family == "kda" ? DeltaFamily::kda : DeltaFamily::gdn), d_dtype_(d_dtype) {
+    state_dtype = state;
+    act = act_;
+    init_common(B_, nsets_, L_max_, seed);
+    const int64_t H = s.H, HV = s.HV, K = s.K, V = s.V, Rm = L_max + 1;
+    const bool kda = f_ == DeltaFamily::kda;
+    const int64_t GK = kda ? K : 1;  // gate channels per value head
+    state_ = make_filled(buf_, state, {S, HV, V, K}, Dist::normal, 0, 0.05, seed + 1);
+    ring_d_ = make_filled(buf_, d_dtype, {S, Rm, HV, V}, Dist::normal, 0, 0.3, seed + 2).data;
+    ring_k_ = make_filled(buf_, act, {S, Rm, H, K}, Dist::normal, 0, 1, seed + 3).data;
+    ring_ks_ = make_filled(buf_, DType::f32, {S, Rm, H}, Dist::uniform, 0.07, 0.11, seed + 4).data;
+    ring_g_ = make_filled(buf_, DType::f32, {S, Rm, HV * GK}, Dist::uniform, -1.5, -1e-3, seed + 5).data;
+    step_.q = make_filled(buf_, act, {B, 1, H, K}, Dist::normal, 0, 1, seed + 6);
+    step_.k = make_filled(buf_, act, {B, 1, H, K}, Dist::normal, 0, 1, seed + 7);
+    step_.v = make_filled(buf_, act, {B, 1, HV, V}, Dist::normal, 0, 1, seed + 8);
+    step_.g = kda ? make_filled(buf_, act, {B, 1, HV, K}, Dist::uniform, -4, 2, seed + 9)
+                  : make_filled(buf_, act, {B, 1, HV}, Dist::uniform, -4, 2, seed + 9);
+    step_.beta = make_filled(buf_, act, {B, 1, HV}, Dist::normal, 0, 2, seed + 10);
+    step_.A_log = make_filled(buf_, DType::f32, {HV}, Dist::uniform, 0, std::log(16.0), seed + 11);
+    step_.dt_bias = kda ? make_filled(buf_, DType::f32, {HV, K}, Dist::uniform, -2, 1, seed + 12)
+                        : make_filled(buf_, DType::f32, {HV}, Dist::uniform, -2, 1, seed + 12);
+    step_.gating = DeltaGating{};  // raw gate, raw beta, L2-normalised q/k, q_scale K^-1/2
+    step_.o = make_filled(buf_, act, {B, 1, HV, V}, Dist::uniform, 0, 0, seed + 13);
+    out_ = step_.o;
+    pool_.state = state_;
+    pool_.cursor = cursor_view();
+  }
+
+  void step(bool replay, int64_t set, const Exec& exec) override {
+    step_.slot = slot_view(set);
+    if (!replay) {
+      delta_decode(f_, step_, state_, exec);
+      return;
+    }
+    const int64_t H = s_.H, HV = s_.HV, K = s_.K, V = s_.V;
+    pool_.ring_d = Tensor::view(ring_d_, d_dtype_, {S, R(), HV, V}, Device::cuda);
+    pool_.ring_k = Tensor::view(ring_k_, act, {S, R(), H, K}, Device::cuda);
+    pool_.ring_ks = Tensor::view(ring_ks_, DType::f32, {S, R(), H}, Device::cuda);
+    pool_.ring_g = f_ == DeltaFamily::kda ? Tensor::view(ring_g_, DType::f32, {S, R(), HV, K}, Device::cuda)
+                                          : Tensor::view(ring_g_, DType::f32, {S, R(), HV}, Device::cuda);
+    pool_.L = L;
+    delta_replay_step(f_, step_, pool_, Tensor{}, true, exec);
+  }
+
+  ByteModel bytes() const override {
+    const double sa = double(dtype_size(act)), H = double(s_.H), HV = double(s_.HV), K = double(s_.K),
+                 V = double(s_.V);
+    const double GK = f_ == DeltaFamily::kda ? K : 1;
+    ByteModel m;
+    m.state = HV * V * K * double(dtype_size(state_dtype));
+    m.record = HV * V * double(dtype_size(d_dtype_)) + H * K * sa + H * 4 + HV * GK * 4;  // d, k, ks, g
+    m.inputs = 2 * H * K * sa + HV * V * sa + HV * GK * sa + HV * sa + 4;  // q, k, v, a, b, slot
+    m.outputs = HV * V * sa;                                               // o
+    m.params = HV * 4 + HV * GK * 4;                                       // A_log, dt_bias
+    m.cursor = 2 * CURSOR_FIELDS * 4;
+    return m;
+  }
+  int64_t replay_mem_bytes_per_row() const override {
+    return delta_replay_bytes_per_row(f_, {s_.H, s_.HV, s_.K, s_.V}, state_dtype, act, d_dtype_, L, 1);
+  }
+  std::string record_desc() const override {
+    return std::string("d:") + dtype_label(d_dtype_) + " k:" + dtype_label(act) + " ks:fp32 g:fp32";
+  }
+  DType record_dtype() const override { return d_dtype_; }
+
+ private:
+  ModelShape s_;
+  DeltaFamily f_;
+  DType d_dtype_;
+  std::vector<DeviceBuffer> buf_;
+  Tensor state_;
+  void *ring_d_ = nullptr, *ring_k_ = nullptr, *ring_ks_ = nullptr, *ring_g_ = nullptr;
+  DeltaStep step_;
+  DeltaPool pool_;
+};
+
+std::unique_ptr<Case> make_case(const ModelShape& shape, int64_t B, int64_t nsets, DType state,
+                                DType act, DType d_dtype, int64_t L_max, uint64_t seed) {
+  if (shape.family == "mamba2") return std::make_unique<Mamba2Case>(shape, B, nsets, state, act, L_max, seed);
+  return std::make_unique<DeltaCase>(shape, B, nsets, state, act, d_dtype, L_max, seed);
+}
+
+}  // namespace replayssm::bench
+#endif  // REPLAYSSM_WITH_CUDA

@@ -1,0 +1,131 @@
+// GPU benchmark cases: device pools, inputs and the byte model of one model
+// shape (design/replay.md §6). Used by bench_gpu.cpp; CUDA builds only.
+#pragma once
+#if defined(REPLAYSSM_WITH_CUDA)
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/ring.h"
+#include "replayssm/types.h"
+
+namespace replayssm::bench {
+
+// Throws std::runtime_error naming `what` when err != cudaSuccess.
+void cuda_ok(cudaError_t err, const char* what);
+
+// An owning device allocation.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; o.bytes_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  ~DeviceBuffer();
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+enum class Dist { uniform, normal };  // uniform [a, b); normal (mean a, sd b)
+
+// Fills n elements of dtype `dt` at device address `dev` (a random tile of up
+// to 2^18 values, repeated).
+void fill_random(void* dev, DType dt, int64_t n, Dist dist, double a, double b, uint64_t seed);
+
+// Dtype names of design §7: fp32, fp16, bf16.
+const char* dtype_label(DType dt);
+bool parse_dtype_label(const std::string& s, DType* out);
+
+// One per-layer model shape of design §6.
+struct ModelShape {
+  std::string preset;    // tools/presets.h name, e.g. "nemotron3"
+  std::string family;    // mamba2 | gdn | kda
+  int64_t H = 0;         // heads (Mamba-2) or key heads (GDN/KDA)
+  int64_t P = 0, N = 0, G = 0;  // Mamba-2
+  int64_t HV = 0, K = 0, V = 0; // GDN/KDA
+  std::string name() const;     // "H128-P64-N128-G8" | "H16-HV64-K128-V128"
+};
+// Every preset of tools/presets.h, in table order.
+std::vector<ModelShape> default_shapes();
+// The targets' shapes: Mamba-2 H128-P64, GDN HV64, KDA.
+std::vector<ModelShape> quick_shapes();
+// Whether `sel` (a preset name, "all", a family, or a substring of
+// "family/shape") selects the shape.
+bool shape_matches(const ModelShape& s, const std::string& sel);
+
+// Bytes one row moves per token, by kind (design §6).
+struct ByteModel {
+  double state = 0;    // |S|: one checkpoint / state
+  double record = 0;   // one record (all ring tensors of one token)
+  double inputs = 0;   // step inputs, including the slot index
+  double outputs = 0;  // step outputs
+  double params = 0;   // per-head parameters, once per step (not per row)
+  double cursor = 0;   // cursor read + write per replay row-step
+};
+
+// Per-row-step averages of the replay schedule, from simulating the cursors.
+struct FlushStats {
+  double flush_share = 0;  // row-steps that flush
+  double flush_peak = 0;   // largest share of a step's rows flushing together
+  double hist_mean = 0;    // committed history records read per row-step
+  double fold_mean = 0;    // records folded per row-step
+};
+
+// Modelled bytes of one step over all B rows.
+double baseline_bytes_per_step(const ByteModel& m, int64_t B);
+double replay_bytes_per_step(const ByteModel& m, const FlushStats& f, int64_t B);
+
+// A benchmark case: one model shape, batch B, state dtype; device memory for
+// a pool of S = nsets·B slots (nsets disjoint slot sets that successive steps
+// rotate through), rings sized for L_max, and one set of inputs.
+class Case {
+ public:
+  virtual ~Case() = default;
+  // (Re)initialise the cursors for history capacity L (ring views R = L + 1):
+  // each slot starts at a random ring position with a random committed count
+  // in [1, L] (spread) or count L (aligned: every row flushes on the same step).
+  void prepare_replay(int64_t L, bool aligned, uint64_t seed);
+  // Simulates `steps` replay steps (T = 1, commit_all) from the current
+  // cursors, step i on slot set i % nsets; host only.
+  FlushStats simulate(int64_t steps) const;
+  // Enqueue one step on slot set `set` (baseline: standard decode; replay:
+  // replay step with T = 1 and commit_all).
+  virtual void step(bool replay, int64_t set, const Exec& exec) = 0;
+  // Synchronises, copies the outputs of the last step and checks them.
+  bool outputs_finite(int64_t* nonzero) const;
+  virtual ByteModel bytes() const = 0;
+  virtual int64_t replay_mem_bytes_per_row() const = 0;
+  virtual std::string record_desc() const = 0;  // e.g. "x:bf16 dt:fp32 B:bf16"
+  virtual DType record_dtype() const = 0;       // dtype of the main record
+
+  int64_t B = 0, S = 0, nsets = 0, L = 0, L_max = 0;
+  DType state_dtype = DType::f32, act = DType::bf16;
+
+ protected:
+  void init_common(int64_t B_, int64_t nsets_, int64_t L_max_, uint64_t seed);
+  Tensor slot_view(int64_t set) const;
+  Tensor cursor_view() const;
+  int64_t R() const { return L + 1; }
+
+  DeviceBuffer slots_;   // [nsets, B] i32: a random permutation of the S slots
+  DeviceBuffer cursor_;  // [S, 3] i32
+  std::vector<int32_t> host_slots_;
+  std::vector<RingCursor> host_cursor_;
+  Tensor out_;           // the step's output tensor (checked for finiteness)
+};
+
+// Builds a case; the pool holds nsets·B slots. d_dtype: GDN/KDA ring_d dtype.
+std::unique_ptr<Case> make_case(const ModelShape& shape, int64_t B, int64_t nsets, DType state,
+                                DType act, DType d_dtype, int64_t L_max, uint64_t seed);
+
+}  // namespace replayssm::bench
+#endif  // REPLAYSSM_WITH_CUDA
