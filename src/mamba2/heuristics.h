@@ -1,0 +1,136 @@
+// Tile choices of the Mamba-2 CUDA kernels, with their reasons. Host-only,
+// plain C++ (no CUDA headers).
+//
+// Every state kernel works on "rows": one state row is S[slot, h, p, 0:N]
+// (N contiguous elements). A block owns heads [h0, h0 + nh) of ONE group g
+// and head-dim rows [p0, p0 + np); it stages the group's per-token vectors
+// (B, C, records of B) in shared memory once and streams its nh·np rows.
+//
+// Row geometry. A lane moves 16 bytes per load (VEC = 4 fp32 or 8 fp16/bf16
+// elements). A row of NV = ceil(N / VEC) vectors is handled by LPR lanes (the
+// next power of two >= NV, at most 32), so one warp load instruction covers
+// RPW = 32 / LPR rows: N = 128 fp32 is one 512-byte row per warp, N = 128
+// bf16 two 256-byte rows per warp; both are fully coalesced. Rows longer
+// than 32 vectors give each lane VPL = 2 vectors (N <= 256 fp32, <= 512
+// fp16/bf16); longer rows are rejected.
+//
+// Block = 256 threads (8 warps). Each lane keeps U rows in flight (U = 4 for
+// the hot kernels, 2 when VPL = 2) so an SM with a few resident blocks has
+// tens of KiB of loads outstanding, which is what the ~4.3 TB/s of an H200
+// needs (bandwidth x latency / SMs ~ 25 KiB per SM).
+//
+// Heads per block. The replay output needs B_j·C_m for every history record
+// j and window token m; these depend only on the group, so a block that owns
+// all H/G heads of its group computes them exactly once per (row, group) and
+// shares them through shared memory (no scratch buffer, no second launch).
+// That is the choice whenever the grid is large enough (batch >= ~64 at the
+// model shapes: B·G blocks of H/G·P rows each). At small batch the grid
+// would leave SMs idle, so heads are split (then P) until the grid has about
+// four blocks per SM; the duplicated B·C work is O((L+T)·T·N) per block
+// against O(nh·np·N) state bytes, a few percent at worst, and the B records
+// it re-reads hit L2. A block never shrinks below one pass of its warps
+// (rows_per_pass rows), so small batches still move full 16-byte vectors.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "replayssm/types.h"
+
+namespace replayssm::mamba2 {
+
+inline constexpr int KERNEL_THREADS = 256;
+inline constexpr int KERNEL_WARPS = KERNEL_THREADS / 32;
+inline constexpr int MAX_VPL = 2;
+// Tokens staged per shared-memory chunk in prefill.
+inline constexpr int PREFILL_CHUNK = 16;
+// Shared memory a block may ask for before heads are split to keep two or
+// more blocks resident per SM.
+inline constexpr int64_t SMEM_SOFT_LIMIT = 64 * 1024;
+
+struct RowGeometry {
+  int vec;  // elements per 16-byte vector of the state dtype
+  int nv;   // vectors per row, ceil(N / vec)
+  int lpr;  // lanes per row (power of two, <= 32)
+  int rpw;  // rows per warp per load instruction, 32 / lpr
+  int vpl;  // vectors per lane, ceil(nv / lpr): 1 or 2
+  int ns;   // shared-memory row stride (floats) of staged N-vectors, N rounded up to 8
+};
+
+inline RowGeometry row_geometry(int64_t N, DType state) {
+  RowGeometry g{};
+  g.vec = int(16 / dtype_size(state));
+  g.nv = int((N + g.vec - 1) / g.vec);
+  g.lpr = 1;
+  while (g.lpr < g.nv && g.lpr < 32) g.lpr *= 2;
+  g.rpw = 32 / g.lpr;
+  g.vpl = (g.nv + g.lpr - 1) / g.lpr;
+  g.ns = int((N + 7) / 8 * 8);
+  return g;
+}
+
+// Rows one block streams per pass: warps x rows per warp x rows in flight.
+inline int rows_per_pass(const RowGeometry& g, int U) { return KERNEL_WARPS * g.rpw * U; }
+
+struct Tile {
+  int nh = 1, np = 1;            // heads and head-dim rows per block
+  int hchunks = 1, pchunks = 1;  // blocks per group along heads and along P
+  int64_t blocks = 0;            // rows x G x hchunks x pchunks
+};
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// smem_bytes(nh, np) gives the block's dynamic shared memory for a tile.
+template <class SmemFn>
+Tile choose_tile(int64_t rows, int64_t H, int64_t G, int64_t P, int min_rows, int sms,
+                 SmemFn&& smem_bytes) {
+  const int64_t hpg = H / G;
+  Tile t;
+  t.nh = int(hpg);
+  t.np = int(P);
+  auto blocks = [&](int nh, int np) { return rows * G * ceil_div(hpg, nh) * ceil_div(P, np); };
+  const int64_t target = 4 * int64_t(std::max(sms, 1));
+  while (t.nh > 1 && smem_bytes(t.nh, t.np) > SMEM_SOFT_LIMIT) t.nh = int(ceil_div(t.nh, 2));
+  while (blocks(t.nh, t.np) < target) {
+    if (t.nh > 1 && int64_t(t.nh / 2) * t.np >= min_rows) {
+      t.nh = int(ceil_div(t.nh, 2));
+    } else if (t.nh == 1 && t.np / 2 >= min_rows) {
+      t.np = int(ceil_div(t.np, 2));
+    } else {
+      break;
+    }
+  }
+  t.hchunks = int(ceil_div(hpg, t.nh));
+  t.pchunks = int(ceil_div(P, t.np));
+  t.blocks = blocks(t.nh, t.np);
+  return t;
+}
+
+// Prefill holds each row's running state in registers for the whole prompt:
+// one row per row group (U = 1), so a block owns exactly one pass of rows.
+inline Tile prefill_tile(int64_t rows, int64_t H, int64_t G, int64_t P, const RowGeometry& g) {
+  Tile t;
+  t.nh = 1;
+  t.np = int(std::min<int64_t>(P, rows_per_pass(g, 1)));
+  t.hchunks = int(H / G);
+  t.pchunks = int(ceil_div(P, t.np));
+  t.blocks = rows * G * t.hchunks * t.pchunks;
+  return t;
+}
+
+// Dynamic shared memory (floats) of each kernel; the carve-up in the kernels
+// follows the same order.
+inline int64_t replay_smem_floats(int64_t T, int64_t L, int64_t ns, int64_t nh, int64_t np) {
+  const int64_t J = L + T;  // records (at most L) plus window tokens
+  return ns * (T + J) + T * J + nh * (J + T * J + T + J + 1) + nh * T * np;
+}
+inline int64_t decode_smem_floats(int64_t T, int64_t ns, int64_t nh) {
+  return 2 * ns * T + 2 * nh * T;
+}
+inline int64_t fold_smem_floats(int64_t L, int64_t ns, int64_t nh) {
+  return ns * L + nh * (L + 1);
+}
+inline int64_t prefill_smem_floats(int64_t L, int64_t ns, int64_t nh) {
+  return ns * (L + 2 * PREFILL_CHUNK) + nh * (L + 1) + nh * 2 * PREFILL_CHUNK;
+}
+
+}  // namespace replayssm::mamba2

@@ -1,0 +1,275 @@
+// Shared device pieces of the Mamba-2 kernels: the launch parameter block,
+// 16-byte state vector I/O, block position, per-row cursor validation.
+//
+// Shapes (design §1): state [S, H, P, N]; x, z, y [B, T, H, P]; dt [B, T, H];
+// Bm, Cm [B, T, G, N]; ring_x [S, R, H, P]; ring_dt [S, R, H] f32;
+// ring_B [S, R, G, N]; cursor [S, 3] i32. Inner strides are 1 (validated);
+// every other stride is an int64 element count.
+#pragma once
+#include <cstdint>
+
+#include "core/ring.h"
+#include "cuda/common.cuh"
+#include "mamba2/heuristics.h"
+
+namespace replayssm::mamba2::kern {
+
+using cuda_util::Traits;
+
+enum class Mode : int { decode, snapshot, materialize, flush, step, commit, prefill };
+
+// Everything a launch needs; passed by value (well under the 4 KiB limit).
+struct Params {
+  int64_t B = 0, S = 0, tokens = 0;
+  int T = 0, H = 0, P = 0, N = 0, G = 0, L = 0, R = 0, hpg = 0;
+  // tile and row geometry (heuristics.h)
+  int nh = 0, np = 0, hchunks = 0, pchunks = 0;
+  int nv = 0, lpr = 0, rpw = 0, ns = 0;
+  int jmax = 0;  // staged records + tokens capacity (L + T)
+  Mode mode = Mode::decode;
+  // step / prefill inputs ([B, T, ...]; prefill uses b = 0 and t = token)
+  const void* x = nullptr; int64_t x_b = 0, x_t = 0, x_h = 0;
+  const void* dt = nullptr; DType dt_dtype = DType::f32; int64_t dt_b = 0, dt_t = 0;
+  const void* Bm = nullptr; int64_t B_b = 0, B_t = 0, B_g = 0;
+  const void* Cm = nullptr; int64_t C_b = 0, C_t = 0, C_g = 0;
+  const void* z = nullptr; int64_t z_b = 0, z_t = 0, z_h = 0;
+  void* y = nullptr; int64_t y_b = 0, y_t = 0, y_h = 0;
+  const float* A = nullptr; int64_t A_s = 0;
+  const float* dt_bias = nullptr; int64_t dtb_s = 0;
+  const float* D = nullptr; int64_t D_s = 0;
+  bool dt_softplus = true;
+  // row addressing
+  const void* slot = nullptr; DType slot_dtype = DType::i32; int64_t slot_s = 0;
+  int64_t pad = -1;
+  const void* acc = nullptr; DType acc_dtype = DType::i32; int64_t acc_s = 0;
+  const void* sidx = nullptr; DType sidx_dtype = DType::i32; int64_t sidx_b = 0, sidx_t = 0;
+  const void* cu = nullptr; DType cu_dtype = DType::i32; int64_t cu_s = 0;
+  const int32_t* initial = nullptr; int64_t init_s = 0;
+  bool commit_all = false;
+  // pool
+  void* state = nullptr; int64_t st_s = 0, st_h = 0, st_p = 0;
+  void* rx = nullptr; int64_t rx_s = 0, rx_r = 0, rx_h = 0;
+  float* rdt = nullptr; int64_t rdt_s = 0, rdt_r = 0;
+  void* rB = nullptr; int64_t rB_s = 0, rB_r = 0, rB_g = 0;
+  int32_t* cursor = nullptr; int64_t cur_s = 0;
+  // materialize output [n, H, P, N], any float dtype
+  void* out = nullptr; DType out_dtype = DType::f32; int64_t out_s = 0, out_h = 0, out_p = 0;
+  int32_t* status = nullptr;
+};
+
+// ---------------------------------------------------------------------------
+// 16-byte vectors of the state dtype, widened to fp32. Elements at n >= N are
+// read as zero and never written (rows need not be a whole number of vectors).
+
+template <DType SD> struct VecOf { static constexpr int value = 16 / sizeof(typename Traits<SD>::type); };
+
+template <DType SD>
+__device__ __forceinline__ void load_row_vec(const typename Traits<SD>::type* row, int n0, int N,
+                                             float (&v)[VecOf<SD>::value], bool streaming) {
+  constexpr int VEC = VecOf<SD>::value;
+  using st_t = typename Traits<SD>::type;
+  if (n0 + VEC <= N) {
+    const uint4* p = reinterpret_cast<const uint4*>(row + n0);
+    uint4 r = streaming ? __ldcs(p) : *p;
+    if constexpr (SD == DType::f32) {
+      v[0] = __uint_as_float(r.x); v[1] = __uint_as_float(r.y);
+      v[2] = __uint_as_float(r.z); v[3] = __uint_as_float(r.w);
+    } else {
+      const st_t* e = reinterpret_cast<const st_t*>(&r);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) v[i] = Traits<SD>::load(e[i]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) v[i] = n0 + i < N ? Traits<SD>::load(row[n0 + i]) : 0.f;
+  }
+}
+
+template <DType SD>
+__device__ __forceinline__ void store_row_vec(typename Traits<SD>::type* row, int n0, int N,
+                                              const float (&v)[VecOf<SD>::value]) {
+  constexpr int VEC = VecOf<SD>::value;
+  using st_t = typename Traits<SD>::type;
+  if (n0 + VEC <= N) {
+    uint4 r;
+    if constexpr (SD == DType::f32) {
+      r.x = __float_as_uint(v[0]); r.y = __float_as_uint(v[1]);
+      r.z = __float_as_uint(v[2]); r.w = __float_as_uint(v[3]);
+    } else {
+      st_t* e = reinterpret_cast<st_t*>(&r);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) e[i] = Traits<SD>::store(v[i]);
+    }
+    *reinterpret_cast<uint4*>(row + n0) = r;
+  } else {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i)
+      if (n0 + i < N) row[n0 + i] = Traits<SD>::store(v[i]);
+  }
+}
+
+// Round every element through the state dtype (the value a store would keep).
+template <DType SD, int VEC>
+__device__ __forceinline__ void round_to_state(float (&v)[VEC]) {
+  if constexpr (SD != DType::f32) {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) v[i] = Traits<SD>::load(Traits<SD>::store(v[i]));
+  }
+}
+
+// Σ_i v[i]·s[i] with s a 16-byte aligned shared-memory vector.
+template <int VEC>
+__device__ __forceinline__ float dot_smem(const float (&v)[VEC], const float* s) {
+  float acc = 0.f;
+#pragma unroll
+  for (int i = 0; i < VEC; i += 4) {
+    const float4 c = *reinterpret_cast<const float4*>(s + i);
+    acc = fmaf(v[i], c.x, acc);
+    acc = fmaf(v[i + 1], c.y, acc);
+    acc = fmaf(v[i + 2], c.z, acc);
+    acc = fmaf(v[i + 3], c.w, acc);
+  }
+  return acc;
+}
+
+// v ← a·v + c·s with s a 16-byte aligned shared-memory vector.
+template <int VEC>
+__device__ __forceinline__ void axpby_smem(float (&v)[VEC], float a, float c, const float* s) {
+#pragma unroll
+  for (int i = 0; i < VEC; i += 4) {
+    const float4 q = *reinterpret_cast<const float4*>(s + i);
+    v[i] = fmaf(a, v[i], c * q.x);
+    v[i + 1] = fmaf(a, v[i + 1], c * q.y);
+    v[i + 2] = fmaf(a, v[i + 2], c * q.z);
+    v[i + 3] = fmaf(a, v[i + 3], c * q.w);
+  }
+}
+
+// Sum over the LPR lanes of a row group (LPR a power of two; every lane of
+// the warp must call this).
+__device__ __forceinline__ float group_sum(float v, int lpr) {
+  for (int o = lpr >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <DType AD>
+__device__ __forceinline__ float ld_act(const void* p, int64_t i) {
+  return Traits<AD>::load(static_cast<const typename Traits<AD>::type*>(p)[i]);
+}
+template <DType AD>
+__device__ __forceinline__ void st_act(void* p, int64_t i, float v) {
+  static_cast<typename Traits<AD>::type*>(p)[i] = Traits<AD>::store(v);
+}
+// Bit-exact copy of one element (records keep inputs as they arrived).
+template <DType AD>
+__device__ __forceinline__ void copy_act(void* dst, int64_t di, const void* src, int64_t si) {
+  using at_t = typename Traits<AD>::type;
+  static_cast<at_t*>(dst)[di] = static_cast<const at_t*>(src)[si];
+}
+
+__device__ __forceinline__ float silu_gate(float y, float z) { return y * z * cuda_util::sigmoid(z); }
+
+// δ of (b, t, h): softplus(dt + dt_bias) or dt + dt_bias.
+__device__ __forceinline__ float delta_of(const Params& p, int64_t b, int64_t t, int h) {
+  float v = cuda_util::load_any(p.dt, p.dt_dtype, b * p.dt_b + t * p.dt_t + h);
+  if (p.dt_bias) v += p.dt_bias[h * p.dtb_s];
+  return p.dt_softplus ? cuda_util::softplus(v) : v;
+}
+__device__ __forceinline__ float A_of(const Params& p, int h) { return p.A[h * p.A_s]; }
+__device__ __forceinline__ float D_of(const Params& p, int h) { return p.D ? p.D[h * p.D_s] : 0.f; }
+
+// ---------------------------------------------------------------------------
+// Block position: blockIdx.x = ((row · G + g) · hchunks + hc) · pchunks + pc.
+struct BlockPos {
+  int64_t row;
+  int g, hc, pc;
+  int h0, nh;  // heads [h0, h0 + nh) of group g
+  int p0, np;  // head-dim rows [p0, p0 + np)
+};
+
+__device__ __forceinline__ BlockPos block_pos(const Params& p) {
+  int64_t i = blockIdx.x;
+  BlockPos bp;
+  bp.pc = int(i % p.pchunks); i /= p.pchunks;
+  bp.hc = int(i % p.hchunks); i /= p.hchunks;
+  bp.g = int(i % p.G);
+  bp.row = i / p.G;
+  bp.h0 = bp.g * p.hpg + bp.hc * p.nh;
+  bp.nh = min(p.nh, p.hpg - bp.hc * p.nh);
+  bp.p0 = bp.pc * p.np;
+  bp.np = min(p.np, p.P - bp.p0);
+  return bp;
+}
+// The one block of a row that reports device status (avoids B·G·… atomics).
+__device__ __forceinline__ bool reporter(const BlockPos& bp) {
+  return bp.g == 0 && bp.hc == 0 && bp.pc == 0 && threadIdx.x == 0;
+}
+
+// ---------------------------------------------------------------------------
+// Cursor validation (the device side of api.cpp's host checks).
+
+enum RowState : int { ROW_OK = 0, ROW_PAD = 1, ROW_BAD = 2 };
+
+__device__ __forceinline__ int64_t row_slot(const Params& p, int64_t b) {
+  return cuda_util::load_index(p.slot, p.slot_dtype, b * p.slot_s);
+}
+__device__ __forceinline__ RingCursor load_cursor(const Params& p, int64_t slot) {
+  const int32_t* c = p.cursor + slot * p.cur_s;
+  return RingCursor{c[0], c[1], c[2]};
+}
+__device__ __forceinline__ void store_cursor(const Params& p, int64_t slot, RingCursor c) {
+  int32_t* d = p.cursor + slot * p.cur_s;
+  d[0] = c.start;
+  d[1] = c.count;
+  d[2] = c.pending;
+}
+__device__ __forceinline__ bool cursor_sane(const Params& p, RingCursor c) {
+  return c.start >= 0 && c.start < p.R && c.count >= 0 && c.count <= p.L && c.pending >= 0 &&
+         c.pending <= p.R;
+}
+
+// Slot of row b: pad, in range, or bad (sets *bits).
+__device__ __forceinline__ int check_slot(const Params& p, int64_t slot, int32_t* bits) {
+  if (slot == p.pad) return ROW_PAD;
+  if (slot < 0 || slot >= p.S) { *bits |= STATUS_BAD_SLOT; return ROW_BAD; }
+  return ROW_OK;
+}
+
+// Replay step of row b: commit (num_accepted), then plan (ring.h). Every
+// block of the row and the cursor kernel run this on the same pre-step
+// cursor, so they agree; only the cursor kernel writes the cursor.
+__device__ __forceinline__ int step_row_plan(const Params& p, int64_t b, int64_t* slot_out,
+                                             StepPlan* plan, int32_t* bits) {
+  const int64_t slot = row_slot(p, b);
+  *slot_out = slot;
+  const int s = check_slot(p, slot, bits);
+  if (s != ROW_OK) return s;
+  RingCursor c = load_cursor(p, slot);
+  if (!cursor_sane(p, c)) { *bits |= STATUS_RING_OVERFLOW; return ROW_BAD; }
+  if (p.acc) {
+    const int64_t a = cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s);
+    if (c.pending == 0 || a < 1 || a > c.pending) { *bits |= STATUS_BAD_ACCEPTED; return ROW_BAD; }
+    if (c.count + a > p.L) { *bits |= STATUS_RING_OVERFLOW; return ROW_BAD; }
+    ring_commit(c, int32_t(a));
+  } else if (c.pending != 0) {
+    *bits |= STATUS_UNCOMMITTED;
+    return ROW_BAD;
+  }
+  *plan = ring_plan_step(c, p.T, p.L, p.R);
+  return ROW_OK;
+}
+
+// Zero y[row, t, h, p] over the block's heads and rows (pad / skipped rows).
+template <DType AD>
+__device__ void zero_outputs(const Params& p, const BlockPos& bp, int64_t b, int64_t t0,
+                             int64_t t1) {
+  const int64_t per_t = int64_t(bp.nh) * bp.np;
+  for (int64_t i = threadIdx.x; i < (t1 - t0) * per_t; i += blockDim.x) {
+    const int64_t t = t0 + i / per_t;
+    const int r = int(i % per_t);
+    const int h = bp.h0 + r / bp.np, pp = bp.p0 + r % bp.np;
+    st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(h) * p.y_h + pp, 0.f);
+  }
+}
+
+}  // namespace replayssm::mamba2::kern

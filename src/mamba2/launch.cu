@@ -1,0 +1,346 @@
+// CUDA backend of the Mamba-2 family: builds the kernel parameter block from
+// validated tensors (api.cpp), picks the tile (heuristics.h) and launches.
+// Launches are stream-ordered, allocate nothing and never synchronise, so a
+// step (state kernel + cursor kernel) can be captured in a CUDA graph. Slot
+// indices, cursors and accepted counts are checked on the device
+// (Exec::device_status).
+#include <algorithm>
+#include <string>
+
+#include "core/check.h"
+#include "mamba2/backend.h"
+#include "mamba2/cursor_kernel.cuh"
+#include "mamba2/heuristics.h"
+#include "mamba2/launchers.cuh"
+
+namespace replayssm::mamba2::cuda {
+namespace {
+
+using kern::LaunchCfg;
+using kern::Mode;
+using kern::Params;
+
+struct DeviceInfo {
+  int sms = 0;
+  int smem_optin = 0;
+};
+DeviceInfo device_info(const char* fn) {
+  static DeviceInfo cache[64];
+  int dev = 0;
+  cuda_util::check(cudaGetDevice(&dev), fn, "cudaGetDevice");
+  DeviceInfo& i = cache[dev & 63];
+  if (i.sms == 0) {
+    cuda_util::check(cudaDeviceGetAttribute(&i.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+                     fn, "device attribute");
+    cuda_util::check(cudaDeviceGetAttribute(&i.sms, cudaDevAttrMultiProcessorCount, dev), fn,
+                     "device attribute");
+  }
+  return i;
+}
+
+// The one dispatch switch of the family: (state dtype, activation dtype)
+// → the instantiation in kernels_<state dtype>.cu.
+template <class Fn>
+void dispatch(const char* fn, DType state, DType act, Fn&& f) {
+  auto by_act = [&]<DType SD>() {
+    switch (act) {
+      case DType::f32: return f.template operator()<SD, DType::f32>();
+      case DType::f16: return f.template operator()<SD, DType::f16>();
+      case DType::bf16: return f.template operator()<SD, DType::bf16>();
+      default: check::fail(fn, "x", std::string("unsupported activation dtype ") + dtype_name(act));
+    }
+  };
+  switch (state) {
+    case DType::f32: return by_act.template operator()<DType::f32>();
+    case DType::f16: return by_act.template operator()<DType::f16>();
+    case DType::bf16: return by_act.template operator()<DType::bf16>();
+    default: check::fail(fn, "state", std::string("unsupported state dtype ") + dtype_name(state));
+  }
+}
+
+void set_dims(Params& p, const Dims& d) {
+  p.B = d.B;
+  p.S = d.S;
+  p.T = int(d.T);
+  p.H = int(d.H);
+  p.P = int(d.P);
+  p.N = int(d.N);
+  p.G = int(d.G > 0 ? d.G : 1);  // baseline pools have no groups to stage
+  p.hpg = p.H / p.G;
+  p.L = int(d.L);
+  p.R = int(d.R);
+  p.tokens = d.tokens;
+}
+
+void set_params(Params& p, const Tensor& A, const Tensor& dt_bias, const Tensor& D,
+                bool dt_softplus) {
+  p.A = static_cast<const float*>(A.data);
+  p.A_s = A.stride[0];
+  if (dt_bias.defined()) {
+    p.dt_bias = static_cast<const float*>(dt_bias.data);
+    p.dtb_s = dt_bias.stride[0];
+  }
+  if (D.defined()) {
+    p.D = static_cast<const float*>(D.data);
+    p.D_s = D.stride[0];
+  }
+  p.dt_softplus = dt_softplus;
+}
+
+// Step tensors [B, T, ...].
+void set_step(Params& p, const Mamba2Step& s) {
+  p.x = s.x.data; p.x_b = s.x.stride[0]; p.x_t = s.x.stride[1]; p.x_h = s.x.stride[2];
+  p.dt = s.dt.data; p.dt_dtype = s.dt.dtype; p.dt_b = s.dt.stride[0]; p.dt_t = s.dt.stride[1];
+  p.Bm = s.Bm.data; p.B_b = s.Bm.stride[0]; p.B_t = s.Bm.stride[1]; p.B_g = s.Bm.stride[2];
+  p.Cm = s.Cm.data; p.C_b = s.Cm.stride[0]; p.C_t = s.Cm.stride[1]; p.C_g = s.Cm.stride[2];
+  if (s.z.defined()) {
+    p.z = s.z.data; p.z_b = s.z.stride[0]; p.z_t = s.z.stride[1]; p.z_h = s.z.stride[2];
+  }
+  p.y = s.y.data; p.y_b = s.y.stride[0]; p.y_t = s.y.stride[1]; p.y_h = s.y.stride[2];
+  set_params(p, s.A, s.dt_bias, s.D, s.dt_softplus);
+  p.pad = s.pad_slot_id;
+}
+
+// Prefill tensors [tokens, ...]: token index plays t, row offset b = 0.
+void set_prefill(Params& p, const Mamba2Prefill& s) {
+  p.x = s.x.data; p.x_t = s.x.stride[0]; p.x_h = s.x.stride[1];
+  p.dt = s.dt.data; p.dt_dtype = s.dt.dtype; p.dt_t = s.dt.stride[0];
+  p.Bm = s.Bm.data; p.B_t = s.Bm.stride[0]; p.B_g = s.Bm.stride[1];
+  p.Cm = s.Cm.data; p.C_t = s.Cm.stride[0]; p.C_g = s.Cm.stride[1];
+  if (s.z.defined()) {
+    p.z = s.z.data; p.z_t = s.z.stride[0]; p.z_h = s.z.stride[1];
+  }
+  p.y = s.y.data; p.y_t = s.y.stride[0]; p.y_h = s.y.stride[1];
+  set_params(p, s.A, s.dt_bias, s.D, s.dt_softplus);
+  p.cu = s.cu_seqlens.data; p.cu_dtype = s.cu_seqlens.dtype; p.cu_s = s.cu_seqlens.stride[0];
+  if (s.initial.defined()) {
+    p.initial = static_cast<const int32_t*>(s.initial.data);
+    p.init_s = s.initial.stride[0];
+  }
+  p.pad = s.pad_slot_id;
+}
+
+void set_state(Params& p, const Tensor& state) {
+  p.state = state.data;
+  p.st_s = state.stride[0]; p.st_h = state.stride[1]; p.st_p = state.stride[2];
+}
+
+void set_pool(Params& p, const Mamba2Pool& pool) {
+  set_state(p, pool.state);
+  if (!pool.cursor.defined()) return;
+  p.rx = pool.ring_x.data;
+  p.rx_s = pool.ring_x.stride[0]; p.rx_r = pool.ring_x.stride[1]; p.rx_h = pool.ring_x.stride[2];
+  p.rdt = static_cast<float*>(pool.ring_dt.data);
+  p.rdt_s = pool.ring_dt.stride[0]; p.rdt_r = pool.ring_dt.stride[1];
+  p.rB = pool.ring_B.data;
+  p.rB_s = pool.ring_B.stride[0]; p.rB_r = pool.ring_B.stride[1]; p.rB_g = pool.ring_B.stride[2];
+  p.cursor = static_cast<int32_t*>(pool.cursor.data);
+  p.cur_s = pool.cursor.stride[0];
+}
+
+void set_slot(Params& p, const Tensor& slot, int64_t pad) {
+  p.slot = slot.data;
+  p.slot_dtype = slot.dtype;
+  p.slot_s = slot.stride[0];
+  p.pad = pad;
+}
+void set_accepted(Params& p, const Tensor& acc) {
+  if (!acc.defined()) return;
+  p.acc = acc.data;
+  p.acc_dtype = acc.dtype;
+  p.acc_s = acc.stride[0];
+}
+
+RowGeometry geometry(const char* fn, Params& p, DType state) {
+  const RowGeometry g = row_geometry(p.N, state);
+  check::require(g.vpl <= MAX_VPL, fn, "state",
+                 "the cuda backend supports d_state N <= " + std::to_string(32 * MAX_VPL * g.vec) +
+                     " for " + dtype_name(state) + " state, got N = " + std::to_string(p.N));
+  p.nv = g.nv;
+  p.lpr = g.lpr;
+  p.rpw = g.rpw;
+  p.ns = g.ns;
+  return g;
+}
+
+LaunchCfg config(const char* fn, Params& p, const Tile& t, int64_t smem_bytes, const Exec& exec,
+                 int vpl, const DeviceInfo& info) {
+  check::require(smem_bytes <= info.smem_optin, fn, "x",
+                 "the tile needs " + std::to_string(smem_bytes) + " bytes of shared memory (T = " +
+                     std::to_string(p.T) + ", L = " + std::to_string(p.L) + "), the device offers " +
+                     std::to_string(info.smem_optin));
+  p.nh = t.nh;
+  p.np = t.np;
+  p.hchunks = t.hchunks;
+  p.pchunks = t.pchunks;
+  LaunchCfg c;
+  c.grid = dim3(unsigned(t.blocks));
+  c.smem = size_t(smem_bytes);
+  c.stream = cuda_util::stream_of(exec);
+  c.vpl = vpl;
+  c.fn = fn;
+  return c;
+}
+
+void launch_cursor(const char* fn, Params p, Mode mode, const Exec& exec) {
+  p.mode = mode;
+  if (p.B == 0) return;
+  const unsigned blocks = unsigned((p.B + 255) / 256);
+  kern::mamba2_cursor_kernel<<<blocks, 256, 0, cuda_util::stream_of(exec)>>>(p);
+  cuda_util::check_launch(fn);
+}
+
+// Rows in flight per lane group of the hot kernels (see the kernels).
+int hot_unroll(const RowGeometry& g) { return g.vpl == 1 ? 4 : 2; }
+
+// Decode and snapshot decode share one kernel.
+void launch_decode_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec) {
+  const DeviceInfo info = device_info(fn);
+  const RowGeometry g = geometry(fn, p, state);
+  auto smem = [&](int64_t nh, int64_t) { return 4 * decode_smem_floats(p.T, g.ns, nh); };
+  const Tile t = choose_tile(p.B, p.H, p.G, p.P, rows_per_pass(g, hot_unroll(g)), info.sms, smem);
+  const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np), exec, g.vpl, info);
+  dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_decode<SD, AD>(p, c); });
+}
+
+// Materialize and flush share the fold kernel; the decays come from pool.A.
+void launch_fold_kernel(const char* fn, Params& p, const Mamba2Pool& pool, const Exec& exec) {
+  if (pool.A.defined()) {
+    p.A = static_cast<const float*>(pool.A.data);
+    p.A_s = pool.A.stride[0];
+  }
+  const DeviceInfo info = device_info(fn);
+  const RowGeometry g = geometry(fn, p, pool.state.dtype);
+  auto smem = [&](int64_t nh, int64_t) { return 4 * fold_smem_floats(p.L, g.ns, nh); };
+  const Tile t = choose_tile(p.B, p.H, p.G, p.P, rows_per_pass(g, 2), info.sms, smem);
+  const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np), exec, MAX_VPL, info);
+  const DType rec = pool.ring_x.defined() ? pool.ring_x.dtype : DType::f32;
+  dispatch(fn, pool.state.dtype, rec, [&]<DType SD, DType AD>() { kern::launch_fold<SD, AD>(p, c); });
+}
+
+}  // namespace
+
+void decode(const Mamba2Step& step, const Tensor& state, const Dims& d, const Exec& exec) {
+  const char* fn = "mamba2_decode";
+  cuda_util::require_supported_device(fn);
+  if (d.B == 0) return;
+  Params p;
+  set_dims(p, d);
+  p.mode = Mode::decode;
+  p.status = exec.device_status;
+  set_step(p, step);
+  set_slot(p, step.slot, step.pad_slot_id);
+  set_state(p, state);
+  launch_decode_kernel(fn, p, state.dtype, step.x.dtype, exec);
+}
+
+void snapshot_decode(const Mamba2Step& step, const Tensor& state, const Tensor& state_indices,
+                     const Tensor& num_accepted, const Dims& d, const Exec& exec) {
+  const char* fn = "mamba2_snapshot_decode";
+  cuda_util::require_supported_device(fn);
+  if (d.B == 0) return;
+  Params p;
+  set_dims(p, d);
+  p.mode = Mode::snapshot;
+  p.status = exec.device_status;
+  set_step(p, step);
+  set_state(p, state);
+  set_accepted(p, num_accepted);
+  p.sidx = state_indices.data;
+  p.sidx_dtype = state_indices.dtype;
+  p.sidx_b = state_indices.stride[0];
+  p.sidx_t = state_indices.stride[1];
+  launch_decode_kernel(fn, p, state.dtype, step.x.dtype, exec);
+}
+
+void prefill(const Mamba2Prefill& pf, const Mamba2Pool& pool, const Dims& d, const Exec& exec) {
+  const char* fn = "mamba2_prefill";
+  cuda_util::require_supported_device(fn);
+  if (d.B == 0) return;
+  Params p;
+  set_dims(p, d);
+  p.mode = Mode::prefill;
+  p.status = exec.device_status;
+  set_prefill(p, pf);
+  set_slot(p, pf.slot, pf.pad_slot_id);
+  set_pool(p, pool);
+  const DeviceInfo info = device_info(fn);
+  const RowGeometry g = geometry(fn, p, pool.state.dtype);
+  const Tile t = prefill_tile(p.B, p.H, p.G, p.P, g);
+  const LaunchCfg c = config(fn, p, t, 4 * prefill_smem_floats(p.L, g.ns, t.nh), exec, MAX_VPL, info);
+  dispatch(fn, pool.state.dtype, pf.x.dtype,
+           [&]<DType SD, DType AD>() { kern::launch_prefill<SD, AD>(p, c); });
+  if (p.cursor) launch_cursor(fn, p, Mode::prefill, exec);
+}
+
+void replay_step(const Mamba2Step& step, const Mamba2Pool& pool, const Tensor& num_accepted,
+                 bool commit_all, const Dims& d, const Exec& exec) {
+  const char* fn = "mamba2_replay_step";
+  cuda_util::require_supported_device(fn);
+  if (d.B == 0) return;
+  Params p;
+  set_dims(p, d);
+  p.mode = Mode::step;
+  p.status = exec.device_status;
+  p.commit_all = commit_all;
+  set_step(p, step);
+  set_slot(p, step.slot, step.pad_slot_id);
+  set_pool(p, pool);
+  set_accepted(p, num_accepted);
+  p.jmax = p.L + p.T;
+  const DeviceInfo info = device_info(fn);
+  const RowGeometry g = geometry(fn, p, pool.state.dtype);
+  auto smem = [&](int64_t nh, int64_t np) { return 4 * replay_smem_floats(p.T, p.L, g.ns, nh, np); };
+  const Tile t = choose_tile(p.B, p.H, p.G, p.P, rows_per_pass(g, hot_unroll(g)), info.sms, smem);
+  const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np), exec, g.vpl, info);
+  dispatch(fn, pool.state.dtype, step.x.dtype,
+           [&]<DType SD, DType AD>() { kern::launch_replay<SD, AD>(p, c); });
+  launch_cursor(fn, p, Mode::step, exec);
+}
+
+void commit(const Mamba2Pool& pool, const Tensor& slot, int64_t pad, const Tensor& num_accepted,
+            const Dims& d, const Exec& exec) {
+  const char* fn = "mamba2_commit";
+  cuda_util::require_supported_device(fn);
+  Params p;
+  set_dims(p, d);
+  p.status = exec.device_status;
+  set_slot(p, slot, pad);
+  set_pool(p, pool);
+  set_accepted(p, num_accepted);
+  launch_cursor(fn, p, Mode::commit, exec);
+}
+
+void materialize(const Mamba2Pool& pool, const Tensor& slot, int64_t pad, const Tensor& out,
+                 const Dims& d, const Exec& exec) {
+  const char* fn = "mamba2_materialize";
+  cuda_util::require_supported_device(fn);
+  if (d.B == 0) return;
+  Params p;
+  set_dims(p, d);
+  p.mode = Mode::materialize;
+  p.status = exec.device_status;
+  set_slot(p, slot, pad);
+  set_pool(p, pool);
+  p.out = out.data;
+  p.out_dtype = out.dtype;
+  p.out_s = out.stride[0]; p.out_h = out.stride[1]; p.out_p = out.stride[2];
+  launch_fold_kernel(fn, p, pool, exec);
+}
+
+void flush(const Mamba2Pool& pool, const Tensor& slot, int64_t pad, const Dims& d,
+           const Exec& exec) {
+  const char* fn = "mamba2_flush";
+  cuda_util::require_supported_device(fn);
+  if (d.B == 0) return;
+  Params p;
+  set_dims(p, d);
+  p.mode = Mode::flush;
+  p.status = exec.device_status;
+  set_slot(p, slot, pad);
+  set_pool(p, pool);
+  launch_fold_kernel(fn, p, pool, exec);
+  launch_cursor(fn, p, Mode::flush, exec);
+}
+
+}  // namespace replayssm::mamba2::cuda

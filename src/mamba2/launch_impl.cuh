@@ -1,0 +1,57 @@
+// Definitions of the launcher templates; included only by the per-dtype
+// instantiation units kernels_<state dtype>.cu.
+#pragma once
+#include <atomic>
+
+#include "mamba2/decode_kernel.cuh"
+#include "mamba2/launchers.cuh"
+#include "mamba2/replay_kernel.cuh"
+#include "mamba2/slot_kernels.cuh"
+
+namespace replayssm::mamba2::kern {
+
+// Raises a kernel's dynamic shared memory limit once per size increase (a
+// host-side attribute, not a stream operation, so graph capture is unaffected).
+template <auto K>
+void run_kernel(const Params& p, const LaunchCfg& c) {
+  if (c.grid.x == 0) return;
+  static std::atomic<size_t> raised{48 * 1024};
+  if (c.smem > raised.load()) {
+    cuda_util::check(cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, int(c.smem)),
+                     c.fn, "shared memory size");
+    raised.store(c.smem);
+  }
+  K<<<c.grid, KERNEL_THREADS, c.smem, c.stream>>>(p);
+  cuda_util::check_launch(c.fn);
+}
+
+template <DType SD, DType AD> void launch_replay(const Params& p, const LaunchCfg& c) {
+  if (c.vpl == 1) run_kernel<mamba2_replay_kernel<SD, AD, 1>>(p, c);
+  else run_kernel<mamba2_replay_kernel<SD, AD, 2>>(p, c);
+}
+template <DType SD, DType AD> void launch_decode(const Params& p, const LaunchCfg& c) {
+  if (c.vpl == 1) run_kernel<mamba2_decode_kernel<SD, AD, 1>>(p, c);
+  else run_kernel<mamba2_decode_kernel<SD, AD, 2>>(p, c);
+}
+// Slot operations are not on the per-token path: one VPL = 2 instance
+// serves every N (lanes with no second vector skip it).
+template <DType SD, DType AD> void launch_fold(const Params& p, const LaunchCfg& c) {
+  run_kernel<mamba2_fold_kernel<SD, AD, MAX_VPL>>(p, c);
+}
+template <DType SD, DType AD> void launch_prefill(const Params& p, const LaunchCfg& c) {
+  run_kernel<mamba2_prefill_kernel<SD, AD, MAX_VPL>>(p, c);
+}
+
+}  // namespace replayssm::mamba2::kern
+
+// Instantiates every launcher for one state dtype and the three activation
+// dtypes (use at global scope).
+#define RSSM_MAMBA2_INSTANTIATE_ONE(SD, AD)                                                       \
+  template void replayssm::mamba2::kern::launch_replay<SD, AD>(const replayssm::mamba2::kern::Params&, const replayssm::mamba2::kern::LaunchCfg&);  \
+  template void replayssm::mamba2::kern::launch_decode<SD, AD>(const replayssm::mamba2::kern::Params&, const replayssm::mamba2::kern::LaunchCfg&);  \
+  template void replayssm::mamba2::kern::launch_fold<SD, AD>(const replayssm::mamba2::kern::Params&, const replayssm::mamba2::kern::LaunchCfg&);    \
+  template void replayssm::mamba2::kern::launch_prefill<SD, AD>(const replayssm::mamba2::kern::Params&, const replayssm::mamba2::kern::LaunchCfg&);
+#define RSSM_MAMBA2_INSTANTIATE(SD)                        \
+  RSSM_MAMBA2_INSTANTIATE_ONE(SD, replayssm::DType::f32)  \
+  RSSM_MAMBA2_INSTANTIATE_ONE(SD, replayssm::DType::f16)  \
+  RSSM_MAMBA2_INSTANTIATE_ONE(SD, replayssm::DType::bf16)

@@ -1,0 +1,262 @@
+// Replay step (design §2-3): T tokens per row against checkpoint + ring.
+//
+// Per row b (slot s) the block first replays the cursor logic (commit, plan;
+// ring.h), then with n = records read (fold_count when the step flushes,
+// hist_count otherwise) and window token t at index n + t:
+//
+//   non-flush: y_t = e^{Λ_t}(S_0 C_t) + Σ_{j ≤ n+t} δ_j e^{Λ_t − Λ_j}(B_j·C_t) x_j + D x_t
+//              Λ counted from the checkpoint over records and window; S_0 is
+//              read once and never written.
+//   flush:     S_new = e^{Λ_n} S_0 + Σ_{j<n} δ_j e^{Λ_n − Λ_j} x_j B_jᵀ, written once
+//              (rounded to the state dtype); then the formula above with S_new
+//              and an empty history (Λ restarts at the new checkpoint).
+//
+// Exponents use suffix sums of δ (Σ_{j<i≤m} δ_i), never differences of long
+// prefix sums, so weights keep fp32 relative accuracy.
+//
+// Phases (one block = group g, heads [h0, h0+nh), rows [p0, p0+np)):
+//  1. stage C_t, the B of the n records and T window tokens (fp32, smem) and
+//     δ per head; append the step's records: ring_x (own heads and rows),
+//     ring_dt (own heads, p-chunk 0), ring_B (the single block hc = pc = 0 of
+//     the group: one writer per (slot, position, group)). Appends go to
+//     positions append_start…+T−1, disjoint from the n positions read (R >= L+T).
+//  2. BC[t][j] = B_j·C_t once for the block (shared by its heads).
+//  3. per (head, t): dec = e^{Λ_t}, coef[t][j] = δ_j e^{Λ_t−Λ_j} BC[t][j];
+//     flush: fold weights fw_j = δ_j e^{Λ_n−Λ_j}, fdec = e^{Λ_n}.
+//  4. hist[h][t][p] = Σ_j coef[t][j] x_j[p] + D x_t[p] (coalesced over p).
+//  5. stream the state rows: U rows in flight per lane group, GEMV with C_t
+//     for every t, y = dec·(S C_t) + hist, gate, store.
+#pragma once
+#include "mamba2/kernel_common.cuh"
+
+namespace replayssm::mamba2::kern {
+
+template <DType SD, DType AD, int VPL>
+// Two resident blocks per SM (<= 128 registers) keep ~32 KiB of loads in flight.
+__global__ void __launch_bounds__(KERNEL_THREADS, 2)
+mamba2_replay_kernel(const Params p) {
+  using st_t = typename Traits<SD>::type;
+  constexpr int VEC = VecOf<SD>::value;
+  constexpr int U = VPL == 1 ? 4 : 2;
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+
+  const BlockPos bp = block_pos(p);
+  const int64_t b = bp.row;
+  int64_t slot;
+  StepPlan plan;
+  int32_t bits = 0;
+  if (step_row_plan(p, b, &slot, &plan, &bits) != ROW_OK) {
+    zero_outputs<AD>(p, bp, b, 0, p.T);  // the cursor kernel reports the status
+    return;
+  }
+  const int T = p.T, J = p.jmax, ns = p.ns, N = p.N, R = p.R, nh = bp.nh, np = bp.np;
+  const bool flush = plan.flush;
+  const int n = flush ? plan.fold_count : plan.hist_count;
+  const int rec_start = flush ? plan.fold_start : plan.hist_start;
+  const int jb = flush ? n : 0;  // first index the outputs read
+  const int nj = n + T;
+  const int tid = threadIdx.x;
+
+  // Shared memory carve-up (heuristics.h::replay_smem_floats).
+  float* Cs = sm;                    // [T][ns]
+  float* Bs = Cs + T * ns;           // [J][ns]
+  float* BC = Bs + J * ns;           // [T][J]
+  float* dl = BC + T * J;            // [nh][J]   δ
+  float* coef = dl + p.nh * J;       // [nh][T][J]
+  float* dec = coef + p.nh * T * J;  // [nh][T]
+  float* fw = dec + p.nh * T;        // [nh][J]   fold weights
+  float* fdec = fw + p.nh * J;       // [nh]
+  float* hist = fdec + p.nh;         // [nh][T][np]
+
+  // ---- 1. staging and appends
+  for (int i = tid; i < T * ns; i += KERNEL_THREADS) {
+    const int t = i / ns, nn = i % ns;
+    Cs[i] = nn < N ? ld_act<AD>(p.Cm, b * p.C_b + t * p.C_t + bp.g * p.C_g + nn) : 0.f;
+  }
+  for (int i = tid; i < nj * ns; i += KERNEL_THREADS) {
+    const int j = i / ns, nn = i % ns;
+    float v = 0.f;
+    if (nn < N) {
+      v = j < n ? ld_act<AD>(p.rB, slot * p.rB_s + ring_pos(rec_start, j, R) * p.rB_r +
+                                       bp.g * p.rB_g + nn)
+                : ld_act<AD>(p.Bm, b * p.B_b + (j - n) * p.B_t + bp.g * p.B_g + nn);
+    }
+    Bs[j * ns + nn] = v;
+  }
+  for (int i = tid; i < nh * nj; i += KERNEL_THREADS) {
+    const int hl = i / nj, j = i % nj, h = bp.h0 + hl;
+    dl[hl * J + j] = j < n ? p.rdt[slot * p.rdt_s + ring_pos(rec_start, j, R) * p.rdt_r + h]
+                           : delta_of(p, b, j - n, h);
+  }
+  if (bp.hc == 0 && bp.pc == 0) {
+    for (int i = tid; i < T * N; i += KERNEL_THREADS) {
+      const int t = i / N, nn = i % N;
+      copy_act<AD>(p.rB, slot * p.rB_s + ring_pos(plan.append_start, t, R) * p.rB_r + bp.g * p.rB_g + nn,
+                   p.Bm, b * p.B_b + t * p.B_t + bp.g * p.B_g + nn);
+    }
+  }
+  if (bp.pc == 0) {
+    for (int i = tid; i < T * nh; i += KERNEL_THREADS) {
+      const int t = i / nh, h = bp.h0 + i % nh;
+      p.rdt[slot * p.rdt_s + ring_pos(plan.append_start, t, R) * p.rdt_r + h] = delta_of(p, b, t, h);
+    }
+  }
+  for (int i = tid; i < T * nh * np; i += KERNEL_THREADS) {
+    const int t = i / (nh * np), r = i % (nh * np);
+    const int h = bp.h0 + r / np, pp = bp.p0 + r % np;
+    copy_act<AD>(p.rx, slot * p.rx_s + ring_pos(plan.append_start, t, R) * p.rx_r + h * p.rx_h + pp,
+                 p.x, b * p.x_b + t * p.x_t + h * p.x_h + pp);
+  }
+  __syncthreads();
+
+  // ---- 2. B_j·C_t for jb <= j <= n + t, one warp per pair
+  {
+    const int lane = tid & 31, warp = tid >> 5;
+    const int span = n + T - jb;  // j index range per t (upper bound)
+    for (int i = warp; i < T * span; i += KERNEL_WARPS) {
+      const int t = i / span, j = jb + i % span;
+      if (j > n + t) continue;  // warp-uniform
+      float acc = 0.f;
+      for (int nn = lane; nn < N; nn += 32) acc = fmaf(Bs[j * ns + nn], Cs[t * ns + nn], acc);
+      acc = cuda_util::warp_sum(acc);
+      if (lane == 0) BC[t * J + j] = acc;
+    }
+  }
+  __syncthreads();
+
+  // ---- 3. decays and coefficients per (head, t); fold weights per head
+  for (int i = tid; i < nh * T; i += KERNEL_THREADS) {
+    const int hl = i / T, t = i % T;
+    const float A = A_of(p, bp.h0 + hl);
+    const float* d = dl + hl * J;
+    float* c = coef + (hl * T + t) * J;
+    float s = 0.f;  // Σ_{j < i <= n+t} δ_i
+    for (int j = n + t; j >= jb; --j) {
+      c[j] = d[j] * expf(A * s) * BC[t * J + j];
+      s += d[j];
+    }
+    dec[hl * T + t] = expf(A * s);
+  }
+  if (flush) {
+    for (int hl = tid; hl < nh; hl += KERNEL_THREADS) {
+      const float A = A_of(p, bp.h0 + hl);
+      float s = 0.f;  // Σ_{j < i < n} δ_i
+      for (int j = n - 1; j >= 0; --j) {
+        fw[hl * J + j] = dl[hl * J + j] * expf(A * s);
+        s += dl[hl * J + j];
+      }
+      fdec[hl] = expf(A * s);
+    }
+  }
+  __syncthreads();
+
+  // ---- 4. history and skip terms per (head, t, p)
+  for (int i = tid; i < nh * T * np; i += KERNEL_THREADS) {
+    const int hl = i / (T * np), t = (i / np) % T, pp = i % np;
+    const int h = bp.h0 + hl, pr = bp.p0 + pp;
+    const float* c = coef + (hl * T + t) * J;
+    float acc = D_of(p, h) * ld_act<AD>(p.x, b * p.x_b + t * p.x_t + h * p.x_h + pr);
+    for (int j = jb; j < n; ++j)
+      acc = fmaf(c[j], ld_act<AD>(p.rx, slot * p.rx_s + ring_pos(rec_start, j, R) * p.rx_r +
+                                            h * p.rx_h + pr), acc);
+    for (int j = n; j <= n + t; ++j)
+      acc = fmaf(c[j], ld_act<AD>(p.x, b * p.x_b + (j - n) * p.x_t + h * p.x_h + pr), acc);
+    hist[i] = acc;
+  }
+  __syncthreads();
+
+  // ---- 5. stream state rows
+  const int lane = tid & 31, warp = tid >> 5;
+  const int lpr = p.lpr, lr = lane & (lpr - 1);
+  const int nrg = KERNEL_WARPS * p.rpw, rg = warp * p.rpw + lane / lpr;
+  const int rows = nh * np;
+  st_t* S = static_cast<st_t*>(p.state) + slot * p.st_s;
+
+  for (int base = 0; base < rows; base += nrg * U) {
+    float v[U][VPL][VEC];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int r = base + u * nrg + rg;
+      const int hl = r / np, pr = bp.p0 + r % np;
+      const st_t* row = S + int64_t(bp.h0 + hl) * p.st_h + int64_t(pr) * p.st_p;
+#pragma unroll
+      for (int k = 0; k < VPL; ++k) {
+        const int vi = lr + k * lpr;
+        if (r < rows && vi < p.nv) {
+          load_row_vec<SD>(row, vi * VEC, N, v[u][k], !flush);
+        } else {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) v[u][k][e] = 0.f;
+        }
+      }
+    }
+    if (flush) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int r = base + u * nrg + rg;
+        if (r >= rows) continue;
+        const int hl = r / np, h = bp.h0 + hl, pr = bp.p0 + r % np;
+        const float fd = fdec[hl];
+#pragma unroll
+        for (int k = 0; k < VPL; ++k)
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) v[u][k][e] *= fd;
+        for (int j = 0; j < n; ++j) {
+          const float w = fw[hl * J + j] *
+                          ld_act<AD>(p.rx, slot * p.rx_s + ring_pos(rec_start, j, R) * p.rx_r +
+                                               h * p.rx_h + pr);
+#pragma unroll
+          for (int k = 0; k < VPL; ++k) {
+            const int vi = lr + k * lpr;
+            if (vi >= p.nv) continue;
+            const float* bj = Bs + j * ns + vi * VEC;
+#pragma unroll
+            for (int e = 0; e < VEC; e += 4) {
+              const float4 c = *reinterpret_cast<const float4*>(bj + e);
+              v[u][k][e] = fmaf(w, c.x, v[u][k][e]);
+              v[u][k][e + 1] = fmaf(w, c.y, v[u][k][e + 1]);
+              v[u][k][e + 2] = fmaf(w, c.z, v[u][k][e + 2]);
+              v[u][k][e + 3] = fmaf(w, c.w, v[u][k][e + 3]);
+            }
+          }
+        }
+        st_t* row = S + int64_t(h) * p.st_h + int64_t(pr) * p.st_p;
+#pragma unroll
+        for (int k = 0; k < VPL; ++k) {
+          const int vi = lr + k * lpr;
+          if (vi >= p.nv) continue;
+          round_to_state<SD>(v[u][k]);  // outputs read the checkpoint as stored
+          store_row_vec<SD>(row, vi * VEC, N, v[u][k]);
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      float part[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        part[u] = 0.f;
+#pragma unroll
+        for (int k = 0; k < VPL; ++k) {
+          const int vi = lr + k * lpr;
+          if (vi < p.nv) part[u] += dot_smem<VEC>(v[u][k], Cs + t * ns + vi * VEC);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) part[u] = group_sum(part[u], lpr);
+      if (lr == 0) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int r = base + u * nrg + rg;
+          if (r >= rows) continue;
+          const int hl = r / np, h = bp.h0 + hl, pp = r % np, pr = bp.p0 + pp;
+          float yv = fmaf(part[u], dec[hl * T + t], hist[(hl * T + t) * np + pp]);
+          if (p.z) yv = silu_gate(yv, ld_act<AD>(p.z, b * p.z_b + t * p.z_t + h * p.z_h + pr));
+          st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(h) * p.y_h + pr, yv);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace replayssm::mamba2::kern

@@ -1,0 +1,392 @@
+// Mamba-2 CUDA backend against the fp64 reference backend (run on host
+// copies of the same bytes). Every comparison is a relative L2 error within
+// tolerance() of the precision-limiting dtype; ring records of x and B and
+// cursors must match exactly. Outputs are NaN-poisoned before every call.
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_util.h"
+#include "replayssm/mamba2.h"
+
+namespace replayssm::test {
+namespace {
+
+struct Shape {
+  int64_t H, P, N, G;
+};
+// Model shapes (design §6) and an odd one (P = 80 with N = 64, 2 heads per group).
+const Shape MODEL_SHAPES[] = {{96, 80, 128, 8}, {64, 64, 128, 8}, {128, 64, 128, 8}, {256, 64, 128, 8}};
+const Shape ODD = {6, 80, 64, 3};
+
+struct Dtypes {
+  DType state, act, dt;
+};
+const Dtypes DTYPE_SET[] = {
+    {DType::f32, DType::bf16, DType::f32}, {DType::f32, DType::f32, DType::f32},
+    {DType::bf16, DType::bf16, DType::bf16}, {DType::bf16, DType::f32, DType::f32},
+    {DType::f16, DType::bf16, DType::f32}, {DType::f16, DType::f32, DType::f32},
+    {DType::f32, DType::f16, DType::f16}};
+
+int rank(DType d) { return d == DType::bf16 ? 3 : d == DType::f16 ? 2 : 1; }
+double tol(DType state, DType act) { return tolerance(rank(state) >= rank(act) ? state : act); }
+std::string name(const Dtypes& d) {
+  return std::string("state ") + dtype_name(d.state) + " act " + dtype_name(d.act);
+}
+
+HostTensor download(const DeviceTensor& d) { return d.to_host(); }
+double err(const HostTensor& gpu, const HostTensor& ref) { return rel_err(gpu.to_f64(), ref.to_f64()); }
+
+// Per-layer parameters: A (decays near 1 and far from it), dt_bias, D.
+struct Layer {
+  HostTensor A, dt_bias, D;
+  Layer(std::mt19937& rng, int64_t H) : A(DType::f32, {H}), dt_bias(DType::f32, {H}), D(DType::f32, {H}) {
+    std::uniform_real_distribution<double> u(0, 1);
+    for (int64_t h = 0; h < H; ++h) {
+      A.set(h, -std::exp(std::log(0.05) + u(rng) * std::log(8.0 / 0.05)));
+      dt_bias.set(h, u(rng) - 0.5);
+      D.set(h, 0.5 + u(rng));
+    }
+  }
+};
+
+// Inputs of one step (host) and their device copies.
+struct Step {
+  HostTensor x, dt, Bm, Cm, z, A, dt_bias, D, slot, y;
+  bool has_z = true;
+  int64_t pad = -1;
+  DeviceTensor dx, ddt, dB, dC, dz, dA, dbias, dD, dslot, dy;
+
+  Step(std::mt19937& rng, int64_t B, int64_t T, const Shape& s, const Dtypes& dt_,
+       const std::vector<int64_t>& slots, bool with_z, const Layer& layer)
+      : x(dt_.act, {B, T, s.H, s.P}), dt(dt_.dt, {B, T, s.H}), Bm(dt_.act, {B, T, s.G, s.N}),
+        Cm(dt_.act, {B, T, s.G, s.N}), z(dt_.act, {B, T, s.H, s.P}), A(DType::f32, {s.H}),
+        dt_bias(DType::f32, {s.H}), D(DType::f32, {s.H}), y(dt_.act, {B, T, s.H, s.P}),
+        has_z(with_z) {
+    x.fill_normal(rng);
+    dt.fill_uniform(rng, -4.0, 1.0);  // δ from ~0.02 to ~1.5 after bias and softplus
+    Bm.fill_normal(rng, 0, 0.3);
+    Cm.fill_normal(rng, 0, 0.3);
+    z.fill_normal(rng);
+    A.copy_from(layer.A);
+    dt_bias.copy_from(layer.dt_bias);
+    D.copy_from(layer.D);
+    slot = index_tensor(slots);
+    upload();
+  }
+  void upload() {
+    dx.upload(x); ddt.upload(dt); dB.upload(Bm); dC.upload(Cm); dz.upload(z);
+    dA.upload(A); dbias.upload(dt_bias); dD.upload(D); dslot.upload(slot);
+    poison();
+  }
+  // NaN in both outputs before a call.
+  void poison() {
+    y.fill_nan();
+    dy.upload(y);
+  }
+  Mamba2Step host() const {
+    return Mamba2Step{x, dt, Bm, Cm, has_z ? z.t() : Tensor{}, A, dt_bias, D, true, slot, pad, y.t()};
+  }
+  Mamba2Step dev() const {
+    return Mamba2Step{dx, ddt, dB, dC, has_z ? dz.t() : Tensor{}, dA, dbias, dD, true, dslot, pad, dy.t()};
+  }
+};
+
+// A replay pool on host and device with identical bytes.
+struct Pool {
+  Layer layer;
+  HostTensor state, rx, rdt, rB, cursor;
+  DeviceTensor dstate, drx, drdt, drB, dcursor, dA;
+  int64_t L;
+  Pool(std::mt19937& rng, int64_t S, const Shape& s, const Dtypes& d, int64_t L_, int64_t T_max)
+      : layer(rng, s.H), state(d.state, {S, s.H, s.P, s.N}), rx(d.act, {S, L_ + T_max, s.H, s.P}),
+        rdt(DType::f32, {S, L_ + T_max, s.H}), rB(d.act, {S, L_ + T_max, s.G, s.N}),
+        cursor(DType::i32, {S, 3}), L(L_) {
+    state.fill_uniform(rng, -1, 1);
+    std::uniform_int_distribution<int> start(0, int(L_ + T_max - 1));
+    for (int64_t i = 0; i < S; ++i) cursor.set(i * 3, start(rng));  // random ring start, empty ring
+    upload();
+  }
+  void upload() {
+    dstate.upload(state); drx.upload(rx); drdt.upload(rdt); drB.upload(rB); dcursor.upload(cursor);
+    dA.upload(layer.A);
+  }
+  Mamba2Pool host() const { return Mamba2Pool{state, rx, rdt, rB, cursor, L, layer.A}; }
+  Mamba2Pool dev() const { return Mamba2Pool{dstate, drx, drdt, drB, dcursor, L, dA}; }
+  // Checkpoint, cursors, records (x, B exact; δ within fp32 tolerance).
+  void expect_match(double t, const std::string& what) const {
+    EXPECT_LE(err(download(dstate), state), t) << what << ": checkpoint";
+    EXPECT_TRUE(download(dcursor).bytes_equal(cursor)) << what << ": cursor";
+    EXPECT_TRUE(download(drx).bytes_equal(rx)) << what << ": ring_x";
+    EXPECT_TRUE(download(drB).bytes_equal(rB)) << what << ": ring_B";
+    EXPECT_LE(err(download(drdt), rdt), 1e-5) << what << ": ring_dt";
+  }
+};
+
+Exec ref_exec() { return Exec{Backend::reference, nullptr, 0, nullptr}; }
+
+class DeviceStatus {
+ public:
+  DeviceStatus() { HostTensor h(DType::i32, {1}); d_.upload(h); }
+  Exec exec() const { return Exec{Backend::cuda, nullptr, 0, static_cast<int32_t*>(d_.t().data)}; }
+  int32_t read() const { return int32_t(d_.to_host().get(0)); }
+ private:
+  DeviceTensor d_;
+};
+
+void expect_pad_zero(const HostTensor& y, int64_t row, int64_t per_row, const std::string& what) {
+  for (int64_t i = row * per_row; i < (row + 1) * per_row; ++i)
+    if (y.get(i) != 0.0) { ADD_FAILURE() << what << ": pad row output not zero at " << i; return; }
+}
+
+// ---------------------------------------------------------------------------
+
+TEST(Mamba2Gpu, DecodeAndReplayAllShapesAndDtypes) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(7);
+  std::vector<Shape> shapes(std::begin(MODEL_SHAPES), std::end(MODEL_SHAPES));
+  shapes.push_back(ODD);
+  for (const Shape& s : shapes) {
+    for (const Dtypes& d : DTYPE_SET) {
+      const std::string what = "H" + std::to_string(s.H) + " P" + std::to_string(s.P) + " N" +
+                               std::to_string(s.N) + " G" + std::to_string(s.G) + " " + name(d);
+      const double t = tol(d.state, d.act);
+      // Baseline decode, T = 1 and T = 3, slots {3, pad, 0}.
+      for (int64_t T : {1, 3}) {
+        Pool pool(rng, 4, s, d, 4, 1);
+        Step st(rng, 3, T, s, d, {3, -1, 0}, T == 3, pool.layer);
+        mamba2_decode(st.host(), pool.state, ref_exec());
+        DeviceStatus ds;
+        mamba2_decode(st.dev(), pool.dstate, ds.exec());
+        const HostTensor y = download(st.dy);
+        EXPECT_LE(err(y, st.y), t) << what << " decode T=" << T;
+        expect_pad_zero(y, 1, T * s.H * s.P, what);
+        EXPECT_LE(err(download(pool.dstate), pool.state), t) << what << " decode state";
+        EXPECT_EQ(ds.read(), 0);
+      }
+      // Replay, T = 1 with commit_all, L = 4: 9 steps (two flushes), pad row.
+      Pool pool(rng, 4, s, d, 4, 1);
+      for (int step = 0; step < 9; ++step) {
+        Step st(rng, 3, 1, s, d, {2, -1, 1}, step % 2 == 0, pool.layer);
+        mamba2_replay_step(st.host(), pool.host(), Tensor{}, true, ref_exec());
+        mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, Exec{Backend::cuda});
+        const HostTensor y = download(st.dy);
+        EXPECT_LE(err(y, st.y), t) << what << " replay step " << step;
+        expect_pad_zero(y, 1, s.H * s.P, what);
+      }
+      pool.expect_match(t, what + " replay");
+    }
+  }
+}
+
+// >= 2,000 plain decode steps at batch 2 (L = 16, flush every 16 steps):
+// outputs every step, checkpoint and records after every flush, and
+// non-flush steps leave the checkpoint bytes unchanged.
+TEST(Mamba2Gpu, ReplayLongRun) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(11);
+  const Shape s{8, 32, 64, 2};
+  for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}}) {
+    const double t = tol(d.state, d.act);
+    Pool pool(rng, 3, s, d, 16, 1);
+    double worst = 0;
+    for (int step = 0; step < 2000; ++step) {
+      const HostTensor before = download(pool.dstate);
+      const int32_t count0 = int32_t(pool.cursor.get(2 * 3 + 1));
+      Step st(rng, 2, 1, s, d, {2, 0}, false, pool.layer);
+      mamba2_replay_step(st.host(), pool.host(), Tensor{}, true, ref_exec());
+      mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, Exec{Backend::cuda});
+      worst = std::max(worst, err(download(st.dy), st.y));
+      if (count0 + 1 <= pool.L) {
+        ASSERT_TRUE(download(pool.dstate).bytes_equal(before)) << "non-flush step wrote the checkpoint";
+      } else {
+        pool.expect_match(t, "long run step " + std::to_string(step));
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+    EXPECT_LE(worst, t) << name(d);
+  }
+}
+
+// Speculative windows: random acceptances committed at the next step.
+TEST(Mamba2Gpu, SpeculativeWindows) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(13);
+  for (const Shape& s : {ODD, Shape{64, 64, 128, 8}}) {
+    for (int64_t T : {2, 4, 5, 8}) {
+      const Dtypes d = T == 5 ? Dtypes{DType::bf16, DType::bf16, DType::f32} : Dtypes{DType::f32, DType::bf16, DType::f32};
+      const double t = tol(d.state, d.act);
+      Pool pool(rng, 5, s, d, 16, T);
+      HostTensor acc(DType::i32, {3});
+      for (int step = 0; step < 24; ++step) {
+        Step st(rng, 3, T, s, d, {4, -1, 1}, true, pool.layer);
+        std::uniform_int_distribution<int> a(1, int(T));
+        for (int b = 0; b < 3; ++b) acc.set(b, a(rng));
+        const DeviceTensor dacc(acc);
+        const Tensor ha = step ? acc.t() : Tensor{}, da = step ? dacc.t() : Tensor{};
+        mamba2_replay_step(st.host(), pool.host(), ha, false, ref_exec());
+        DeviceStatus ds;
+        mamba2_replay_step(st.dev(), pool.dev(), da, false, ds.exec());
+        EXPECT_EQ(ds.read(), 0);
+        EXPECT_LE(err(download(st.dy), st.y), t) << "T=" << T << " step " << step;
+      }
+      pool.expect_match(t, "spec T=" + std::to_string(T));
+      // Commit the last window through mamba2_commit, then flush and materialize.
+      HostTensor slots = index_tensor({4, -1, 1});
+      const DeviceTensor dslots(slots), dacc(acc);
+      mamba2_commit(pool.host(), slots, -1, acc, ref_exec());
+      mamba2_commit(pool.dev(), dslots, -1, dacc, Exec{Backend::cuda});
+      pool.expect_match(t, "commit");
+    }
+  }
+}
+
+TEST(Mamba2Gpu, SnapshotDecode) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(17);
+  for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::f32, DType::f32}}) {
+    for (const Shape& s : {ODD, Shape{96, 80, 128, 8}}) {
+      const int64_t T = 4;
+      Pool pool(rng, 9, s, d, 4, 1);
+      HostTensor idx = index_tensor({0, 1, 2, 3, -1, 5, 5, 5, 4, 5, 6, 7});
+      idx.t().ndim = 2; idx.t().shape[0] = 3; idx.t().shape[1] = T; idx.t().stride[0] = T; idx.t().stride[1] = 1;
+      const DeviceTensor didx(idx);
+      HostTensor acc = index_tensor({3, 1, 2});
+      const DeviceTensor dacc(acc);
+      Step st(rng, 3, T, s, d, {0, 0, 0}, true, pool.layer);
+      mamba2_snapshot_decode(st.host(), pool.state, idx, acc, ref_exec());
+      DeviceStatus ds;
+      mamba2_snapshot_decode(st.dev(), pool.dstate, didx, dacc, ds.exec());
+      EXPECT_EQ(ds.read(), 0);
+      const double t = tol(d.state, d.act);
+      const HostTensor y = download(st.dy);
+      EXPECT_LE(err(y, st.y), t) << name(d);
+      expect_pad_zero(y, 1, T * s.H * s.P, "snapshot");
+      EXPECT_LE(err(download(pool.dstate), pool.state), t) << name(d) << " snapshot states";
+    }
+  }
+}
+
+// Varlen prefill on a replay pool holding committed records: from zero, from
+// the current state, a pad row and an empty prompt.
+TEST(Mamba2Gpu, PrefillVarlen) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(19);
+  for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::bf16}, Dtypes{DType::f16, DType::f32, DType::f32}}) {
+    for (const Shape& s : {ODD, Shape{128, 64, 128, 8}}) {
+      const double t = tol(d.state, d.act);
+      Pool pool(rng, 5, s, d, 8, 1);
+      for (int step = 0; step < 5; ++step) {  // committed records on slots 0..3
+        Step st(rng, 4, 1, s, d, {0, 1, 2, 3}, false, pool.layer);
+        mamba2_replay_step(st.host(), pool.host(), Tensor{}, true, ref_exec());
+        mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, Exec{Backend::cuda});
+      }
+      const std::vector<int64_t> cu = {0, 37, 37, 42, 61};
+      const int64_t tokens = cu.back();
+      Step st(rng, 1, tokens, s, d, {0}, true, pool.layer);  // [1, tokens, ...] viewed as [tokens, ...]
+      auto flat = [](Tensor v) { for (int i = 1; i < v.ndim; ++i) { v.shape[i - 1] = i == 1 ? v.shape[0] * v.shape[1] : v.shape[i]; v.stride[i - 1] = v.stride[i]; } v.ndim -= 1; return v; };
+      HostTensor cuh = index_tensor(cu), slots = index_tensor({3, 0, -1, 1}), init = index_tensor({0, 1, 1, 1});
+      const DeviceTensor dcu(cuh), dslots(slots), dinit(init);
+      Mamba2Prefill hp{flat(st.x), flat(st.dt), flat(st.Bm), flat(st.Cm), flat(st.z), st.A, st.dt_bias, st.D, true, cuh, slots, -1, init, flat(st.y)};
+      Mamba2Prefill dp{flat(st.dx), flat(st.ddt), flat(st.dB), flat(st.dC), flat(st.dz), st.dA, st.dbias, st.dD, true, dcu, dslots, -1, dinit, flat(st.dy)};
+      mamba2_prefill(hp, pool.host(), ref_exec());
+      DeviceStatus ds;
+      mamba2_prefill(dp, pool.dev(), ds.exec());
+      EXPECT_EQ(ds.read(), 0);
+      const HostTensor y = download(st.dy);
+      EXPECT_LE(err(y, st.y), t) << name(d) << " prefill outputs";
+      for (int64_t i = 37 * s.H * s.P; i < 42 * s.H * s.P; ++i)
+        if (y.get(i) != 0.0) { ADD_FAILURE() << "pad prompt output not zero"; break; }
+      pool.expect_match(t, "prefill " + name(d));
+    }
+  }
+}
+
+TEST(Mamba2Gpu, SlotOperations) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(23);
+  const Shape s = ODD;
+  for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::f32}}) {
+    const double t = tol(d.state, d.act);
+    Pool pool(rng, 6, s, d, 8, 2);
+    for (int step = 0; step < 6; ++step) {
+      Step st(rng, 3, 1, s, d, {0, 2, 5}, false, pool.layer);
+      mamba2_replay_step(st.host(), pool.host(), Tensor{}, true, ref_exec());
+      mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, Exec{Backend::cuda});
+    }
+    HostTensor slots = index_tensor({5, -1, 2, 0});
+    const DeviceTensor dslots(slots);
+    for (DType od : {DType::f32, DType::f64, DType::bf16}) {
+      HostTensor out(od, {4, s.H, s.P, s.N});
+      out.fill(0.0);
+      DeviceTensor dout(out);
+      mamba2_materialize(pool.host(), slots, -1, out, ref_exec());
+      mamba2_materialize(pool.dev(), dslots, -1, dout, Exec{Backend::cuda});
+      EXPECT_LE(err(download(dout), out), tol(d.state, od == DType::f64 ? DType::f32 : od)) << "materialize";
+    }
+    HostTensor fl = index_tensor({2, -1});
+    const DeviceTensor dfl(fl);
+    mamba2_flush(pool.host(), fl, -1, ref_exec());
+    mamba2_flush(pool.dev(), dfl, -1, Exec{Backend::cuda});
+    pool.expect_match(t, "flush");
+    HostTensor src = index_tensor({0, 5}), dst = index_tensor({1, 3});
+    const DeviceTensor dsrc(src), ddst(dst);
+    mamba2_copy_slot(pool.host(), src, dst, -1, Exec{Backend::cpu});
+    mamba2_copy_slot(pool.dev(), dsrc, ddst, -1, Exec{Backend::cuda});
+    pool.expect_match(t, "copy");
+    HostTensor rs = index_tensor({5});
+    const DeviceTensor drs(rs);
+    mamba2_reset_slot(pool.host(), rs, -1, Exec{Backend::cpu});
+    mamba2_reset_slot(pool.dev(), drs, -1, Exec{Backend::cuda});
+    pool.expect_match(t, "reset");
+    // The copied and reset slots keep stepping correctly.
+    for (int step = 0; step < 10; ++step) {
+      Step st(rng, 3, 1, s, d, {1, 3, 5}, false, pool.layer);
+      mamba2_replay_step(st.host(), pool.host(), Tensor{}, true, ref_exec());
+      mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, Exec{Backend::cuda});
+      EXPECT_LE(err(download(st.dy), st.y), t) << "after slot ops, step " << step;
+    }
+    pool.expect_match(t, "after slot ops");
+  }
+}
+
+// Bad slot and bad accepted count: the status bit is set, the row skipped
+// (no state, ring or cursor change), the other rows are correct.
+TEST(Mamba2Gpu, DeviceStatusOnBadRows) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(29);
+  const Shape s = ODD;
+  const Dtypes d{DType::f32, DType::f32, DType::f32};
+  Pool pool(rng, 4, s, d, 8, 2);
+  {
+    Step st(rng, 2, 1, s, d, {1, 9}, false, pool.layer);  // slot 9 is out of range
+    DeviceStatus ds;
+    mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, ds.exec());
+    EXPECT_NE(ds.read() & STATUS_BAD_SLOT, 0);
+    EXPECT_THROW(check_device_status(ds.exec(), "test"), Error);
+    EXPECT_EQ(download(pool.dcursor).get(1 * 3 + 1), 1.0);  // the good row stepped
+    const HostTensor y = download(st.dy);
+    expect_pad_zero(y, 1, s.H * s.P, "skipped row");
+  }
+  {
+    Step st(rng, 1, 1, s, d, {2}, false, pool.layer);
+    HostTensor acc = index_tensor({1});
+    const DeviceTensor dacc(acc);
+    DeviceStatus ds;
+    const HostTensor cur = download(pool.dcursor);
+    mamba2_replay_step(st.dev(), pool.dev(), dacc, true, ds.exec());  // nothing pending
+    EXPECT_NE(ds.read() & STATUS_BAD_ACCEPTED, 0);
+    EXPECT_TRUE(download(pool.dcursor).bytes_equal(cur));
+  }
+  {
+    Step st(rng, 2, 1, s, d, {2, 11}, false, pool.layer);
+    DeviceStatus ds;
+    mamba2_decode(st.dev(), pool.dstate, ds.exec());
+    EXPECT_NE(ds.read() & STATUS_BAD_SLOT, 0);
+  }
+}
+
+}  // namespace
+}  // namespace replayssm::test
