@@ -182,10 +182,10 @@ void check_pool(const char* fn, DeltaFamily f, const DeltaPool& pool, bool need_
   check::shape(fn, "pool.cursor", pool.cursor, {S, CURSOR_FIELDS});
   check::dtype(fn, "pool.cursor", pool.cursor, {DType::i32});
   if (exec.backend == Backend::cuda) {
-    check::aligned(fn, "pool.ring_d", pool.ring_d, 16);
-    check::aligned(fn, "pool.ring_k", pool.ring_k, 16);
-    check::aligned(fn, "pool.ring_ks", pool.ring_ks, 16);
-    check::aligned(fn, "pool.ring_g", pool.ring_g, 16);
+    check::aligned(fn, "pool.ring_d", pool.ring_d, int64_t(dtype_size(pool.ring_d.dtype)));  // read element-wise
+    check::aligned(fn, "pool.ring_k", pool.ring_k, int64_t(dtype_size(pool.ring_k.dtype)));  // read element-wise
+    check::aligned(fn, "pool.ring_ks", pool.ring_ks, int64_t(dtype_size(pool.ring_ks.dtype)));  // read element-wise
+    check::aligned(fn, "pool.ring_g", pool.ring_g, int64_t(dtype_size(pool.ring_g.dtype)));  // read element-wise
   }
   check::require(pool.L >= 1, fn, "pool.L", "expected L >= 1, got " + std::to_string(pool.L));
   check::require(R >= pool.L + 1, fn, "pool.ring_d", "expected ring length R >= L + 1 = " +

@@ -138,9 +138,9 @@ bool check_pool(const char* fn, const Mamba2Pool& pool, const Exec& exec, mamba2
                      " entries (ring too short), got R = " + std::to_string(d.R));
   d.L = pool.L;
   if (exec.backend == Backend::cuda) {
-    check::aligned(fn, "ring_x", pool.ring_x, 16);
-    check::aligned(fn, "ring_dt", pool.ring_dt, 16);
-    check::aligned(fn, "ring_B", pool.ring_B, 16);
+    check::aligned(fn, "ring_x", pool.ring_x, int64_t(dtype_size(pool.ring_x.dtype)));  // read element-wise
+    check::aligned(fn, "ring_dt", pool.ring_dt, int64_t(dtype_size(pool.ring_dt.dtype)));  // read element-wise
+    check::aligned(fn, "ring_B", pool.ring_B, int64_t(dtype_size(pool.ring_B.dtype)));  // read element-wise
   }
   return true;
 }
