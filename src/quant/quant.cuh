@@ -1,0 +1,185 @@
+// Device encode/decode of the read-copy formats, in registers. Bit-exact
+// with the host codecs (codec.h) and the oracle (quant_oracle.cpp); the
+// definitions are in src/quant/README.md.
+//
+// FP8 E4M3 uses the sm_89+ hardware conversions (cvt.rn.satfinite.e4m3x2.f32,
+// cvt.rn.f16x2.e4m3x2) through cuda_fp8.h. Hopper has no FP4 instructions:
+// E2M1 encodes by a branch-free midpoint count and decodes by moving the
+// nibble's bits into an f16 (value · 2^-14, exact), no lookup table.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+namespace replayssm::quant::dev {
+
+inline constexpr float E4M3_MAX = 448.f;
+inline constexpr float NVFP4_T_DIV = 2688.f;  // 448 · 6
+inline constexpr float NVFP4_MIN_AMAX = 0x1p-100f;
+inline constexpr float F32_MAX = 3.40282347e38f;
+
+// 2^k for k in [-149, 127], exact.
+__device__ __forceinline__ float exp2i(int k) {
+  return k >= -126 ? __uint_as_float(uint32_t(k + 127) << 23) : __uint_as_float(1u << (k + 149));
+}
+
+// |v| if v is finite, else −1 (so max-reductions skip NaN and Inf).
+__device__ __forceinline__ float finite_abs(float v) {
+  const float a = fabsf(v);
+  return a <= F32_MAX ? a : -1.f;
+}
+
+// ---- FP8 E4M3 -------------------------------------------------------------
+
+// Two E4M3 codes, lo in bits 0..7. RNE, finite values saturate to ±448;
+// NaN → 0x7F, ±Inf → 0x7F | sign. Magnitudes below 2^-11 become ±0 before
+// the hardware conversion, so its handling of fp32 subnormals never matters.
+__device__ __forceinline__ uint32_t e4m3x2_encode(float lo, float hi) {
+  lo = fabsf(lo) < 0x1p-11f ? copysignf(0.f, lo) : lo;
+  hi = fabsf(hi) < 0x1p-11f ? copysignf(0.f, hi) : hi;
+  uint32_t c = __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
+  if (!isfinite(lo)) c = (c & 0xFF00u) | (isinf(lo) && lo < 0.f ? 0xFFu : 0x7Fu);
+  if (!isfinite(hi)) c = (c & 0x00FFu) | ((isinf(hi) && hi < 0.f ? 0xFFu : 0x7Fu) << 8);
+  return c;
+}
+__device__ __forceinline__ uint8_t e4m3_encode(float v) { return uint8_t(e4m3x2_encode(v, 0.f)); }
+
+// Exact E4M3 values of two codes (bits 0..7 → .x); NaN codes give NaN.
+__device__ __forceinline__ float2 e4m3x2_decode(uint32_t c2) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(c2 & 0xFFFFu), __NV_E4M3);
+  return __half22float2(*reinterpret_cast<const __half2*>(&h));
+}
+__device__ __forceinline__ float e4m3_decode(uint32_t c) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(c & 0xFFu), __NV_E4M3);
+  return __half2float(*reinterpret_cast<const __half*>(&h));
+}
+
+// Smallest k >= -127 with amax · 2^-k <= 448 (amax finite, >= 0):
+// amax = M·2^E, k = E − 8 when M <= 1.75, else E − 7.
+__device__ __forceinline__ int fp8_block_exp(float amax) {
+  const uint32_t u = __float_as_uint(amax);
+  if (u < 0x00800000u) return -127;
+  const int k = int(u >> 23) - 135 + ((u & 0x7fffffu) > 0x600000u ? 1 : 0);
+  return max(k, -127);
+}
+
+// One FP8 block of 32 values → 32 codes (codes[j] holds values 4j..4j+3,
+// little-endian) and returns its E8M0 byte k + 127. The scale 2^-k is a
+// power of two, so x·2^-k is exact down to E4M3's zero threshold.
+__device__ __forceinline__ uint8_t fp8_encode_block(const float (&x)[32], uint32_t (&codes)[8]) {
+  float amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) amax = fmaxf(amax, finite_abs(x[i]));
+  const int k = fp8_block_exp(amax);
+  const float m = exp2i(-k);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const uint32_t lo = e4m3x2_encode(__fmul_rn(x[4 * j], m), __fmul_rn(x[4 * j + 1], m));
+    const uint32_t hi = e4m3x2_encode(__fmul_rn(x[4 * j + 2], m), __fmul_rn(x[4 * j + 3], m));
+    codes[j] = lo | (hi << 16);
+  }
+  return uint8_t(k + 127);
+}
+
+// Decodes 4 FP8 codes of one word with block byte e: y = e4m3 · 2^(e−127), exact.
+__device__ __forceinline__ float4 fp8_decode_word(uint32_t w, uint32_t e) {
+  const float m = exp2i(int(e) - 127);
+  const float2 a = e4m3x2_decode(w), b = e4m3x2_decode(w >> 16);
+  return make_float4(__fmul_rn(a.x, m), __fmul_rn(a.y, m), __fmul_rn(b.x, m), __fmul_rn(b.y, m));
+}
+
+// ---- E2M1 / NVFP4 ----------------------------------------------------------
+
+// E2M1 code of a non-NaN value, sign in bit 3. The code of |v| is the number
+// of midpoints between grid points it passes; alternating strict (>) and
+// non-strict (>=) tests send each tie to the even code:
+// 0 |.25| .5 |.75| 1 |1.25| 1.5 |1.75| 2 |2.5| 3 |3.5| 4 |5| 6.
+__device__ __forceinline__ uint32_t e2m1_encode(float v) {
+  const float a = fabsf(v);
+  const uint32_t c = uint32_t(a > 0.25f) + uint32_t(a >= 0.75f) + uint32_t(a > 1.25f) +
+                     uint32_t(a >= 1.75f) + uint32_t(a > 2.5f) + uint32_t(a >= 3.5f) +
+                     uint32_t(a > 5.f);
+  return c | ((__float_as_uint(v) >> 28) & 8u);
+}
+
+// Eight nibbles of a word → four half2, h[j] = (value 2j, value 2j+1) · 2^-14
+// exactly: sign → bit 15, the 3 magnitude bits (e1 e0 m) → bits 11..9, so
+// the E2M1 exponent lands in the f16 exponent's low bits and 0.5 on an f16
+// subnormal. A GEMV folds the 2^14 into the block scale and stays in half2.
+__device__ __forceinline__ void e2m1x8_to_half2(uint32_t w, __half2 (&h)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t b = w >> (8 * j);
+    const uint32_t bits = ((b & 0x8u) << 12) | ((b & 0x7u) << 9) | ((b & 0x80u) << 24) |
+                          ((b & 0x70u) << 21);
+    h[j] = *reinterpret_cast<const __half2*>(&bits);
+  }
+}
+
+// Exact E2M1 values of the eight nibbles of a word (nibble i → y[i]).
+__device__ __forceinline__ void e2m1x8_decode(uint32_t w, float (&y)[8]) {
+  __half2 h[4];
+  e2m1x8_to_half2(w, h);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 f = __half22float2(h[j]);
+    y[2 * j] = __fmul_rn(f.x, 16384.f);
+    y[2 * j + 1] = __fmul_rn(f.y, 16384.f);
+  }
+}
+
+// NVFP4 tile scale t = amax / 2688 (0 below 2^-100); amax over finite values.
+__device__ __forceinline__ float nvfp4_tensor_scale(float amax) {
+  return amax < NVFP4_MIN_AMAX ? 0.f : __fdiv_rn(amax, NVFP4_T_DIV);
+}
+
+// One NVFP4 block of 16 values with tile scale t → 16 nibbles (codes[0]
+// values 0..7, codes[1] values 8..15, value i in bits 4i..4i+3) and returns
+// the E4M3 block scale s = E4M3(a_b / (6t)); elements encode E2M1(x · 1/(s·t)).
+// A NaN or Inf in the block gives s = 0x7F (NaN) and zero codes.
+__device__ __forceinline__ uint8_t nvfp4_encode_block(const float (&x)[16], float t,
+                                                       uint32_t (&codes)[2]) {
+  float ab = 0.f;
+  bool finite = true;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const float a = finite_abs(x[i]);
+    finite = finite && a >= 0.f;
+    ab = fmaxf(ab, a);
+  }
+  codes[0] = codes[1] = 0u;
+  if (!finite) return 0x7F;
+  const uint8_t s = t > 0.f ? e4m3_encode(__fdiv_rn(ab, __fmul_rn(6.f, t))) : uint8_t(0);
+  const float d = __fmul_rn(e4m3_decode(s), t);
+  const float rcp = d > 0.f ? __fdiv_rn(1.f, d) : 0.f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) codes[i / 8] |= e2m1_encode(__fmul_rn(x[i], rcp)) << (4 * (i % 8));
+  return s;
+}
+
+// Decodes one NVFP4 block: y[i] = (e2m1_i · s) · t, the product e·s exact.
+__device__ __forceinline__ void nvfp4_decode_block(const uint32_t (&codes)[2], uint32_t s, float t,
+                                                   float (&y)[16]) {
+  const float sf = e4m3_decode(s);
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    float e[8];
+    e2m1x8_decode(codes[j], e);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) y[8 * j + i] = __fmul_rn(__fmul_rn(e[i], sf), t);
+  }
+}
+
+// ---- bf16 / f16 ------------------------------------------------------------
+
+// RNE casts; NaN → the canonical quiet NaN (bf16 0x7FC0, f16 0x7E00).
+__device__ __forceinline__ uint16_t bf16_encode(float v) {
+  return isnan(v) ? uint16_t(0x7FC0) : __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+__device__ __forceinline__ uint16_t f16_encode(float v) {
+  return isnan(v) ? uint16_t(0x7E00) : __half_as_ushort(__float2half_rn(v));
+}
+
+}  // namespace replayssm::quant::dev
