@@ -7,20 +7,74 @@
 // snapshot: S starts from slot state_indices[b, a_b − 1] and the state after
 //           token t is stored (rounded) into slot state_indices[b, t]; the
 //           running fp32 state continues unrounded.
-// A block owns group g, heads [h0, h0+nh), rows [p0, p0+np); B_t, C_t (fp32)
-// and the per-head a_t, δ_t are staged in shared memory.
+// A block owns group g, heads [h0, h0+nh), rows [p0, p0+np). The state loads
+// of its first two passes are issued as soon as the source slot is known;
+// B_t, C_t (fp32), a_t, δ_t, D per head and x, z of its rows are staged in
+// shared memory while they are in flight. The stream is double-buffered in
+// registers (pass q+2 is issued once pass q is consumed); every state access
+// is a streaming (evict-first) 16-byte access.
 #pragma once
 #include "mamba2/kernel_common.cuh"
 
 namespace replayssm::mamba2::kern {
 
+template <DType SD, DType AD, int VPL, int U>
+__device__ __forceinline__ void decode_pass(const Params& p, const BlockPos& bp, const Lane& l,
+                                            typename Traits<SD>::type* base_state, int64_t src,
+                                            int64_t b, bool snap, const int64_t* dsts,
+                                            const float* Bs, const float* Cs, const float* decay,
+                                            const float* dl, const float* Dh, const float* xs,
+                                            const float* zs, int q, const uint4 (&v)[U][VPL]) {
+  constexpr int VEC = VecOf<SD>::value;
+  using st_t = typename Traits<SD>::type;
+  const int T = p.T, ns = p.ns, N = p.N;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int r = (q * U + u) * l.nrg + l.rg;
+    const bool in = r < l.rows;
+    const int hl = in ? r / l.np : 0, pp = in ? r % l.np : 0;
+    const int h = bp.h0 + hl, pr = bp.p0 + pp;
+    const int64_t roff = int64_t(h) * p.st_h + int64_t(pr) * p.st_p;
+    float f[VPL][VEC];
+#pragma unroll
+    for (int k = 0; k < VPL; ++k) widen<SD>(v[u][k], f[k]);
+    for (int t = 0; t < T; ++t) {
+      const int o = (hl * T + t) * l.np + pp;
+      const float xv = xs[o];
+      const float a = decay[hl * T + t], dx = dl[hl * T + t] * xv;
+      float part = 0.f;
+#pragma unroll
+      for (int k = 0; k < VPL; ++k) {
+        const int vi = l.lr + k * l.lpr;
+        if (vi >= p.nv) continue;
+        axpby_smem<VEC>(f[k], a, dx, Bs + t * ns + vi * VEC);
+        part += dot_smem<VEC>(f[k], Cs + t * ns + vi * VEC);
+        if (snap && in) store_raw<SD>(base_state + dsts[t] * p.st_s + roff, vi * VEC, N, narrow<SD>(f[k]), true);
+      }
+      part = group_sum(part, l.lpr);  // every lane of the warp takes part
+      if (in && l.lr == 0) {
+        float yv = fmaf(Dh[hl], xv, part);
+        if (p.z) yv = silu_gate(yv, zs[o]);
+        st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(h) * p.y_h + pr, yv);
+      }
+    }
+    if (!snap && in) {
+#pragma unroll
+      for (int k = 0; k < VPL; ++k) {
+        const int vi = l.lr + k * l.lpr;
+        if (vi < p.nv) store_raw<SD>(base_state + src * p.st_s + roff, vi * VEC, N, narrow<SD>(f[k]), true);
+      }
+    }
+  }
+}
+
 template <DType SD, DType AD, int VPL>
-// Two resident blocks per SM (<= 128 registers) keep ~32 KiB of loads in flight.
+// Two resident blocks per SM (<= 128 registers, no spills): with two passes of U rows
+// per lane group in flight that is 32-64 KiB of loads per SM.
 __global__ void __launch_bounds__(KERNEL_THREADS, 2)
 mamba2_decode_kernel(const Params p) {
   using st_t = typename Traits<SD>::type;
-  constexpr int VEC = VecOf<SD>::value;
-  constexpr int U = VPL == 1 ? 4 : 2;
+  constexpr int U = VPL >= 4 ? 1 : VPL == 1 ? 4 : 2;  // 16 registers per buffer
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
 
@@ -28,6 +82,8 @@ mamba2_decode_kernel(const Params p) {
   const int64_t b = bp.row;
   const bool snap = p.mode == Mode::snapshot;
   const int T = p.T, ns = p.ns, N = p.N, nh = bp.nh, np = bp.np;
+  const Lane l = lane_of(p, bp);
+  const int npass = (l.rows + l.nrg * U - 1) / (l.nrg * U);
 
   // Source slot of the row and validation of every slot it touches.
   int32_t bits = 0;
@@ -53,12 +109,25 @@ mamba2_decode_kernel(const Params p) {
     zero_outputs<AD>(p, bp, b, 0, T);
     return;
   }
+  st_t* base_state = static_cast<st_t*>(p.state);
+  uint4 va[U][VPL], vb[U][VPL];
+  load_pass<SD, VPL, U>(p, bp, l, base_state + src * p.st_s, 0, true, va);
+  load_pass<SD, VPL, U>(p, bp, l, base_state + src * p.st_s, 1, true, vb);
 
-  float* Bs = sm;               // [T][ns]
-  float* Cs = Bs + T * ns;      // [T][ns]
-  float* decay = Cs + T * ns;   // [nh][T]  a_t
-  float* dl = decay + p.nh * T; // [nh][T]  δ_t
+  // Shared memory carve-up (heuristics.h::decode_smem_floats).
+  int64_t* dsts = reinterpret_cast<int64_t*>(sm);  // [T] snapshot destinations (4T floats)
+  float* Bs = sm + 4 * T;                           // [T][ns]
+  float* Cs = Bs + T * ns;                          // [T][ns]
+  float* decay = Cs + T * ns;                       // [nh][T]  a_t
+  float* dl = decay + p.nh * T;                     // [nh][T]  δ_t
+  float* Dh = dl + p.nh * T;                        // [nh]
+  float* xs = Dh + p.nh;                            // [nh][T][np]
+  float* zs = xs + p.nh * T * p.np;                 // [nh][T][np]
   const int tid = threadIdx.x;
+  if (snap)
+    for (int t = tid; t < T; t += KERNEL_THREADS)
+      dsts[t] = cuda_util::load_index(p.sidx, p.sidx_dtype, b * p.sidx_b + t * p.sidx_t);
+#pragma unroll 4
   for (int i = tid; i < T * ns; i += KERNEL_THREADS) {
     const int t = i / ns, nn = i % ns;
     const bool in = nn < N;
@@ -71,89 +140,24 @@ mamba2_decode_kernel(const Params p) {
     dl[hl * T + t] = d;
     decay[hl * T + t] = expf(d * A_of(p, h));
   }
+  for (int hl = tid; hl < nh; hl += KERNEL_THREADS) Dh[hl] = D_of(p, bp.h0 + hl);
+#pragma unroll 4
+  for (int i = tid; i < nh * T * np; i += KERNEL_THREADS) {
+    const int hl = i / (T * np), t = (i / np) % T, pp = i % np;
+    const int64_t h = bp.h0 + hl, pr = bp.p0 + pp;
+    xs[i] = ld_act<AD>(p.x, b * p.x_b + t * p.x_t + h * p.x_h + pr);
+    if (p.z) zs[i] = ld_act<AD>(p.z, b * p.z_b + t * p.z_t + h * p.z_h + pr);
+  }
   __syncthreads();
 
-  const int lane = tid & 31, warp = tid >> 5;
-  const int lpr = p.lpr, lr = lane & (lpr - 1);
-  const int nrg = KERNEL_WARPS * p.rpw, rg = warp * p.rpw + lane / lpr;
-  const int rows = nh * np;
-  st_t* base_state = static_cast<st_t*>(p.state);
-  const st_t* S_src = base_state + src * p.st_s;
-
-  for (int base = 0; base < rows; base += nrg * U) {
-    float v[U][VPL][VEC];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int r = base + u * nrg + rg;
-      const int hl = r / np, pr = bp.p0 + r % np;
-      const st_t* row = S_src + int64_t(bp.h0 + hl) * p.st_h + int64_t(pr) * p.st_p;
-#pragma unroll
-      for (int k = 0; k < VPL; ++k) {
-        const int vi = lr + k * lpr;
-        if (r < rows && vi < p.nv) {
-          load_row_vec<SD>(row, vi * VEC, N, v[u][k], false);
-        } else {
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) v[u][k][e] = 0.f;
-        }
-      }
-    }
-    for (int t = 0; t < T; ++t) {
-      const int64_t dst = snap ? cuda_util::load_index(p.sidx, p.sidx_dtype, b * p.sidx_b + t * p.sidx_t) : 0;
-      float part[U], xv[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int r = base + u * nrg + rg;
-        const bool ok = r < rows;
-        const int hl = ok ? r / np : 0, pr = bp.p0 + (ok ? r % np : 0);
-        xv[u] = ok ? ld_act<AD>(p.x, b * p.x_b + t * p.x_t + int64_t(bp.h0 + hl) * p.x_h + pr) : 0.f;
-        const float a = decay[hl * T + t], dx = dl[hl * T + t] * xv[u];
-        part[u] = 0.f;
-#pragma unroll
-        for (int k = 0; k < VPL; ++k) {
-          const int vi = lr + k * lpr;
-          if (vi >= p.nv) continue;
-          axpby_smem<VEC>(v[u][k], a, dx, Bs + t * ns + vi * VEC);
-          part[u] += dot_smem<VEC>(v[u][k], Cs + t * ns + vi * VEC);
-          if (snap && ok) {
-            float w[VEC];
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) w[e] = v[u][k][e];
-            store_row_vec<SD>(base_state + dst * p.st_s + int64_t(bp.h0 + hl) * p.st_h +
-                                  int64_t(pr) * p.st_p,
-                              vi * VEC, N, w);
-          }
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) part[u] = group_sum(part[u], lpr);
-      if (lr == 0) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int r = base + u * nrg + rg;
-          if (r >= rows) continue;
-          const int h = bp.h0 + r / np, pr = bp.p0 + r % np;
-          float yv = fmaf(D_of(p, h), xv[u], part[u]);
-          if (p.z) yv = silu_gate(yv, ld_act<AD>(p.z, b * p.z_b + t * p.z_t + h * p.z_h + pr));
-          st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(h) * p.y_h + pr, yv);
-        }
-      }
-    }
-    if (!snap) {
-      st_t* S_dst = base_state + src * p.st_s;
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int r = base + u * nrg + rg;
-        if (r >= rows) continue;
-        const int hl = r / np, pr = bp.p0 + r % np;
-        st_t* row = S_dst + int64_t(bp.h0 + hl) * p.st_h + int64_t(pr) * p.st_p;
-#pragma unroll
-        for (int k = 0; k < VPL; ++k) {
-          const int vi = lr + k * lpr;
-          if (vi < p.nv) store_row_vec<SD>(row, vi * VEC, N, v[u][k]);
-        }
-      }
-    }
+  for (int q = 0; q < npass; q += 2) {
+    decode_pass<SD, AD, VPL, U>(p, bp, l, base_state, src, b, snap, dsts, Bs, Cs, decay, dl, Dh, xs,
+                                zs, q, va);
+    if (q + 2 < npass) load_pass<SD, VPL, U>(p, bp, l, base_state + src * p.st_s, q + 2, true, va);
+    if (q + 1 >= npass) break;
+    decode_pass<SD, AD, VPL, U>(p, bp, l, base_state, src, b, snap, dsts, Bs, Cs, decay, dl, Dh, xs,
+                                zs, q + 1, vb);
+    if (q + 3 < npass) load_pass<SD, VPL, U>(p, bp, l, base_state + src * p.st_s, q + 3, true, vb);
   }
 }
 

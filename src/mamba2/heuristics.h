@@ -6,7 +6,8 @@
 // and head-dim rows [p0, p0 + np); it stages the group's per-token vectors
 // (B, C, records of B) in shared memory once and streams its nh·np rows.
 //
-// Row geometry. A lane moves 16 bytes per load (VEC = 4 fp32 or 8 fp16/bf16
+// Row geometry (row_geometry: fold, materialize, prefill; the hot kernels use
+// hot_geometry, below). A lane moves 16 bytes per load (VEC = 4 fp32 or 8 fp16/bf16
 // elements). A row of NV = ceil(N / VEC) vectors is handled by LPR lanes (the
 // next power of two >= NV, at most 32), so one warp load instruction covers
 // RPW = 32 / LPR rows: N = 128 fp32 is one 512-byte row per warp, N = 128
@@ -14,22 +15,48 @@
 // than 32 vectors give each lane VPL = 2 vectors (N <= 256 fp32, <= 512
 // fp16/bf16); longer rows are rejected.
 //
-// Block = 256 threads (8 warps). Each lane keeps U rows in flight (U = 4 for
-// the hot kernels, 2 when VPL = 2) so an SM with a few resident blocks has
-// tens of KiB of loads outstanding, which is what the ~4.3 TB/s of an H200
-// needs (bandwidth x latency / SMs ~ 25 KiB per SM).
+// Block = 256 threads (8 warps). The hot kernels (decode, snapshot, replay)
+// are memory-latency bound GEMV-like streams, so they are organised around
+// bytes in flight:
+//  - hot geometry (hot_geometry): a row is split over the fewest lanes that
+//    give each lane at most HOT_VPL = 4 vectors (fp32 N = 128: 8 lanes x 4
+//    vectors, 4 rows per warp instruction, each row group reading whole
+//    128-byte segments; bf16 N = 128: 4 lanes x 4 vectors). Per-row work
+//    (index math, the lane reduction, the output store) is then paid per
+//    64 bytes instead of per 16; with 32 lanes per row the first version was
+//    issue-bound (ncu: ~57 % SM throughput at 42 % of DRAM bandwidth);
+//  - a lane holds one row (U = 1) of VPL raw 16-byte vectors per pass (16
+//    registers whatever the dtype), and two passes are in flight (register
+//    double buffer: pass q+2 is issued as soon as pass q is consumed);
+//  - the first two passes are issued as soon as the row's slot is read,
+//    BEFORE the prologue (cursor plan, staging of B/C/records, B·C products,
+//    decays, history terms, each behind a __syncthreads), so the prologue's
+//    dependent load chain overlaps the state's first transfers;
+//  - two resident blocks per SM (__launch_bounds__(256, 2), <= 128
+//    registers; at 80 registers the buffers spilled, and a spill of a
+//    register with a load in flight waits for the load): 2 x 256 lanes x
+//    2 passes x 64 B = up to 64 KiB of loads per SM, above the ~25-40 KiB
+//    that ~4.3 TB/s x ~1 us latency / 132 SMs needs;
+//  - non-flush replay steps read the checkpoint with ld.global.cs and never
+//    write it; decode reads and writes the state with evict-first accesses.
 //
-// Heads per block. The replay output needs B_j·C_m for every history record
-// j and window token m; these depend only on the group, so a block that owns
-// all H/G heads of its group computes them exactly once per (row, group) and
-// shares them through shared memory (no scratch buffer, no second launch).
-// That is the choice whenever the grid is large enough (batch >= ~64 at the
-// model shapes: B·G blocks of H/G·P rows each). At small batch the grid
-// would leave SMs idle, so heads are split (then P) until the grid has about
-// four blocks per SM; the duplicated B·C work is O((L+T)·T·N) per block
-// against O(nh·np·N) state bytes, a few percent at worst, and the B records
-// it re-reads hit L2. A block never shrinks below one pass of its warps
-// (rows_per_pass rows), so small batches still move full 16-byte vectors.
+// Heads per block (issue "B·C once per group"). The replay output needs
+// B_j·C_m for every history record j and window token m; these depend only
+// on the group, so a block owning nh heads of the group computes them once and
+// shares them with its nh heads through shared memory. nh is chosen so a
+// block streams about HOT_PASSES passes (fp32 N = 128: 4 heads = 256 rows;
+// bf16: 8 heads = 512 rows): long enough that the prologue is amortised and
+// B·C is computed by at most hpg / nh = 2-4 blocks per (row, group), short
+// enough that a batch-256 grid has thousands of blocks (~15-30 waves, small
+// tail). The duplicated B·C work is O((L+T)·T·N) per block against nh·np·N
+// state elements (~2 % for L = 16, T = 1, nh = 4), and the B records it
+// re-reads come from L2. (Thread-block clusters sharing B·C through
+// distributed shared memory were considered: they would remove this small
+// duplication but add a cluster barrier to every block's critical path.)
+// At small batch the grid would leave SMs idle, so heads are split further
+// (then P) until the grid has about four blocks per SM. A block never shrinks
+// below one pass of its warps (rows_per_pass rows), so small batches still
+// move full 16-byte vectors.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -43,6 +70,10 @@ inline constexpr int KERNEL_WARPS = KERNEL_THREADS / 32;
 inline constexpr int MAX_VPL = 2;
 // Tokens staged per shared-memory chunk in prefill.
 inline constexpr int PREFILL_CHUNK = 16;
+// Passes of rows one hot-kernel block streams (upper bound on nh·np).
+inline constexpr int HOT_PASSES = 8;
+// Vectors per lane of the hot kernels (decode, snapshot, replay).
+inline constexpr int HOT_VPL = 4;
 // Shared memory a block may ask for before heads are split to keep two or
 // more blocks resident per SM.
 inline constexpr int64_t SMEM_SOFT_LIMIT = 64 * 1024;
@@ -68,6 +99,17 @@ inline RowGeometry row_geometry(int64_t N, DType state) {
   return g;
 }
 
+// Geometry of the hot kernels: the fewest lanes per row (a power of two) that
+// leave each lane at most HOT_VPL vectors.
+inline RowGeometry hot_geometry(int64_t N, DType state) {
+  RowGeometry g = row_geometry(N, state);
+  g.lpr = 1;
+  while (g.lpr * HOT_VPL < g.nv && g.lpr < 32) g.lpr *= 2;
+  g.rpw = 32 / g.lpr;
+  g.vpl = (g.nv + g.lpr - 1) / g.lpr;
+  return g;
+}
+
 // Rows one block streams per pass: warps x rows per warp x rows in flight.
 inline int rows_per_pass(const RowGeometry& g, int U) { return KERNEL_WARPS * g.rpw * U; }
 
@@ -80,13 +122,16 @@ struct Tile {
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // smem_bytes(nh, np) gives the block's dynamic shared memory for a tile.
+// max_rows caps the rows (nh·np) of one block (heads are halved until it
+// holds, never below one head).
 template <class SmemFn>
 Tile choose_tile(int64_t rows, int64_t H, int64_t G, int64_t P, int min_rows, int sms,
-                 SmemFn&& smem_bytes) {
+                 SmemFn&& smem_bytes, int64_t max_rows = INT64_MAX) {
   const int64_t hpg = H / G;
   Tile t;
   t.nh = int(hpg);
   t.np = int(P);
+  while (t.nh > 1 && int64_t(t.nh) * t.np > max_rows) t.nh = int(ceil_div(t.nh, 2));
   auto blocks = [&](int nh, int np) { return rows * G * ceil_div(hpg, nh) * ceil_div(P, np); };
   const int64_t target = 4 * int64_t(std::max(sms, 1));
   while (t.nh > 1 && smem_bytes(t.nh, t.np) > SMEM_SOFT_LIMIT) t.nh = int(ceil_div(t.nh, 2));
@@ -121,10 +166,10 @@ inline Tile prefill_tile(int64_t rows, int64_t H, int64_t G, int64_t P, const Ro
 // follows the same order.
 inline int64_t replay_smem_floats(int64_t T, int64_t L, int64_t ns, int64_t nh, int64_t np) {
   const int64_t J = L + T;  // records (at most L) plus window tokens
-  return ns * (T + J) + T * J + nh * (J + T * J + T + J + 1) + nh * T * np;
+  return ns * (T + J) + T * J + nh * (J + T * J + T + J + 1) + 2 * nh * T * np;
 }
-inline int64_t decode_smem_floats(int64_t T, int64_t ns, int64_t nh) {
-  return 2 * ns * T + 2 * nh * T;
+inline int64_t decode_smem_floats(int64_t T, int64_t ns, int64_t nh, int64_t np) {
+  return 4 * T + 2 * ns * T + 2 * nh * T + nh + 2 * nh * T * np;
 }
 inline int64_t fold_smem_floats(int64_t L, int64_t ns, int64_t nh) {
   return ns * L + nh * (L + 1);

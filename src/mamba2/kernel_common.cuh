@@ -108,6 +108,100 @@ __device__ __forceinline__ void store_row_vec(typename Traits<SD>::type* row, in
   }
 }
 
+// ---------------------------------------------------------------------------
+// Raw 16-byte vectors: the hot kernels hold a lane's state vectors as uint4
+// (4 registers each, whatever the dtype) from the moment the load is issued,
+// and widen them to fp32 only where they are used. Elements at n >= N read as
+// zero bits and are never written.
+
+template <DType SD>
+__device__ __forceinline__ uint4 load_raw(const typename Traits<SD>::type* row, int n0, int N,
+                                          bool streaming) {
+  constexpr int VEC = VecOf<SD>::value;
+  if (n0 + VEC <= N) {
+    const uint4* q = reinterpret_cast<const uint4*>(row + n0);
+    return streaming ? __ldcs(q) : *q;
+  }
+  uint32_t w[4] = {0u, 0u, 0u, 0u};
+  if constexpr (SD == DType::f32) {
+    const uint32_t* r = reinterpret_cast<const uint32_t*>(row);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (n0 + i < N) w[i] = r[n0 + i];
+  } else {
+    const uint16_t* r = reinterpret_cast<const uint16_t*>(row);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (n0 + i < N) w[i / 2] |= uint32_t(r[n0 + i]) << (16 * (i % 2));
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <DType SD>
+__device__ __forceinline__ void store_raw(typename Traits<SD>::type* row, int n0, int N, uint4 r,
+                                          bool streaming) {
+  constexpr int VEC = VecOf<SD>::value;
+  if (n0 + VEC <= N) {
+    uint4* q = reinterpret_cast<uint4*>(row + n0);
+    if (streaming) __stcs(q, r);
+    else *q = r;
+    return;
+  }
+  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+  if constexpr (SD == DType::f32) {
+    uint32_t* d = reinterpret_cast<uint32_t*>(row);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (n0 + i < N) d[n0 + i] = w[i];
+  } else {
+    uint16_t* d = reinterpret_cast<uint16_t*>(row);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (n0 + i < N) d[n0 + i] = uint16_t(w[i / 2] >> (16 * (i % 2)));
+  }
+}
+
+__device__ __forceinline__ float half_bits_to_float(uint32_t h) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
+}
+
+// Exact widening of a raw vector to fp32.
+template <DType SD>
+__device__ __forceinline__ void widen(uint4 r, float (&v)[VecOf<SD>::value]) {
+  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (SD == DType::f32) {
+      v[i] = __uint_as_float(w[i]);
+    } else if constexpr (SD == DType::bf16) {
+      v[2 * i] = __uint_as_float(w[i] << 16);
+      v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    } else {
+      v[2 * i] = half_bits_to_float(w[i] & 0xffffu);
+      v[2 * i + 1] = half_bits_to_float(w[i] >> 16);
+    }
+  }
+}
+
+// Narrowing (round to nearest even) of fp32 values to a raw vector.
+template <DType SD>
+__device__ __forceinline__ uint4 narrow(const float (&v)[VecOf<SD>::value]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (SD == DType::f32) {
+      w[i] = __float_as_uint(v[i]);
+    } else if constexpr (SD == DType::bf16) {
+      w[i] = uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i]))) |
+             (uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i + 1]))) << 16);
+    } else {
+      w[i] = uint32_t(__half_as_ushort(__float2half_rn(v[2 * i]))) |
+             (uint32_t(__half_as_ushort(__float2half_rn(v[2 * i + 1]))) << 16);
+    }
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // Round every element through the state dtype (the value a store would keep).
 template <DType SD, int VEC>
 __device__ __forceinline__ void round_to_state(float (&v)[VEC]) {
@@ -203,6 +297,46 @@ __device__ __forceinline__ BlockPos block_pos(const Params& p) {
 // The one block of a row that reports device status (avoids B·G·… atomics).
 __device__ __forceinline__ bool reporter(const BlockPos& bp) {
   return bp.g == 0 && bp.hc == 0 && bp.pc == 0 && threadIdx.x == 0;
+}
+
+// A lane's place in the streaming loops of the hot kernels: the block's rows
+// r = 0 .. nh·np−1 (head h0 + r / np, head-dim row p0 + r % np) are taken in
+// passes of nrg·U rows; in pass q, lane group rg holds rows
+// q·nrg·U + u·nrg + rg (u < U) and lane lr of the group holds vectors
+// lr + k·lpr (k < VPL) of each.
+struct Lane {
+  int lr, lpr, rg, nrg, rows, np;
+};
+__device__ __forceinline__ Lane lane_of(const Params& p, const BlockPos& bp) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  Lane l;
+  l.lpr = p.lpr;
+  l.lr = lane & (p.lpr - 1);
+  l.nrg = KERNEL_WARPS * p.rpw;
+  l.rg = warp * p.rpw + lane / p.lpr;
+  l.rows = bp.nh * bp.np;
+  l.np = bp.np;
+  return l;
+}
+
+// Issue every 16-byte load of pass q (zero for rows / vectors outside).
+template <DType SD, int VPL, int U>
+__device__ __forceinline__ void load_pass(const Params& p, const BlockPos& bp, const Lane& l,
+                                          const typename Traits<SD>::type* S, int q, bool streaming,
+                                          uint4 (&v)[U][VPL]) {
+  constexpr int VEC = VecOf<SD>::value;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int r = (q * U + u) * l.nrg + l.rg;
+    const bool in = r < l.rows;
+    const int hl = in ? r / l.np : 0, pr = bp.p0 + (in ? r % l.np : 0);
+    const typename Traits<SD>::type* row = S + int64_t(bp.h0 + hl) * p.st_h + int64_t(pr) * p.st_p;
+#pragma unroll
+    for (int k = 0; k < VPL; ++k) {
+      const int vi = l.lr + k * l.lpr;
+      v[u][k] = (in && vi < p.nv) ? load_raw<SD>(row, vi * VEC, p.N, streaming) : make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -190,15 +190,26 @@ void launch_cursor(const char* fn, Params p, Mode mode, const Exec& exec) {
   cuda_util::check_launch(fn);
 }
 
-// Rows in flight per lane group of the hot kernels (see the kernels).
-int hot_unroll(const RowGeometry& g) { return g.vpl == 1 ? 4 : 2; }
+// Hot kernels: validate N as every kernel does, then use the hot geometry.
+RowGeometry hot(const char* fn, Params& p, DType state) {
+  geometry(fn, p, state);
+  const RowGeometry g = hot_geometry(p.N, state);
+  p.nv = g.nv;
+  p.lpr = g.lpr;
+  p.rpw = g.rpw;
+  p.ns = g.ns;
+  return g;
+}
+// Rows in flight per lane group of the hot kernels (one row of HOT_VPL vectors).
+int hot_unroll(const RowGeometry&) { return 1; }
 
 // Decode and snapshot decode share one kernel.
 void launch_decode_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec) {
   const DeviceInfo info = device_info(fn);
-  const RowGeometry g = geometry(fn, p, state);
-  auto smem = [&](int64_t nh, int64_t) { return 4 * decode_smem_floats(p.T, g.ns, nh); };
-  const Tile t = choose_tile(p.B, p.H, p.G, p.P, rows_per_pass(g, hot_unroll(g)), info.sms, smem);
+  const RowGeometry g = hot(fn, p, state);
+  auto smem = [&](int64_t nh, int64_t np) { return 4 * decode_smem_floats(p.T, g.ns, nh, np); };
+  const int rpp = rows_per_pass(g, hot_unroll(g));
+  const Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(HOT_PASSES) * rpp);
   const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np), exec, g.vpl, info);
   dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_decode<SD, AD>(p, c); });
 }
@@ -289,9 +300,10 @@ void replay_step(const Mamba2Step& step, const Mamba2Pool& pool, const Tensor& n
   set_accepted(p, num_accepted);
   p.jmax = p.L + p.T;
   const DeviceInfo info = device_info(fn);
-  const RowGeometry g = geometry(fn, p, pool.state.dtype);
+  const RowGeometry g = hot(fn, p, pool.state.dtype);
   auto smem = [&](int64_t nh, int64_t np) { return 4 * replay_smem_floats(p.T, p.L, g.ns, nh, np); };
-  const Tile t = choose_tile(p.B, p.H, p.G, p.P, rows_per_pass(g, hot_unroll(g)), info.sms, smem);
+  const int rpp = rows_per_pass(g, hot_unroll(g));
+  const Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(HOT_PASSES) * rpp);
   const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np), exec, g.vpl, info);
   dispatch(fn, pool.state.dtype, step.x.dtype,
            [&]<DType SD, DType AD>() { kern::launch_replay<SD, AD>(p, c); });

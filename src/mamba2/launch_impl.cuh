@@ -25,13 +25,13 @@ void run_kernel(const Params& p, const LaunchCfg& c) {
   cuda_util::check_launch(c.fn);
 }
 
+// The hot kernels have one instance: HOT_VPL vectors per lane (lanes with
+// fewer skip the rest; heuristics.h::hot_geometry).
 template <DType SD, DType AD> void launch_replay(const Params& p, const LaunchCfg& c) {
-  if (c.vpl == 1) run_kernel<mamba2_replay_kernel<SD, AD, 1>>(p, c);
-  else run_kernel<mamba2_replay_kernel<SD, AD, 2>>(p, c);
+  run_kernel<mamba2_replay_kernel<SD, AD, HOT_VPL>>(p, c);
 }
 template <DType SD, DType AD> void launch_decode(const Params& p, const LaunchCfg& c) {
-  if (c.vpl == 1) run_kernel<mamba2_decode_kernel<SD, AD, 1>>(p, c);
-  else run_kernel<mamba2_decode_kernel<SD, AD, 2>>(p, c);
+  run_kernel<mamba2_decode_kernel<SD, AD, HOT_VPL>>(p, c);
 }
 // Slot operations are not on the per-token path: one VPL = 2 instance
 // serves every N (lanes with no second vector skip it).

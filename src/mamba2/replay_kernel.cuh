@@ -15,37 +15,131 @@
 // prefix sums, so weights keep fp32 relative accuracy.
 //
 // Phases (one block = group g, heads [h0, h0+nh), rows [p0, p0+np)):
-//  1. stage C_t, the B of the n records and T window tokens (fp32, smem) and
-//     δ per head; append the step's records: ring_x (own heads and rows),
+//  0. as soon as the slot is read, issue the 16-byte state loads of the first
+//     two passes (raw registers, kernel_common.cuh::load_pass); everything
+//     below runs while they are in flight.
+//  1. stage C_t, the B of the n records and T window tokens (fp32, smem), δ
+//     per head and z; append the step's records: ring_x (own heads and rows),
 //     ring_dt (own heads, p-chunk 0), ring_B (the single block hc = pc = 0 of
 //     the group: one writer per (slot, position, group)). Appends go to
 //     positions append_start…+T−1, disjoint from the n positions read (R >= L+T).
-//  2. BC[t][j] = B_j·C_t once for the block (shared by its heads).
+//  2. BC[t][j] = B_j·C_t once for the block (shared by its nh heads).
 //  3. per (head, t): dec = e^{Λ_t}, coef[t][j] = δ_j e^{Λ_t−Λ_j} BC[t][j];
 //     flush: fold weights fw_j = δ_j e^{Λ_n−Λ_j}, fdec = e^{Λ_n}.
 //  4. hist[h][t][p] = Σ_j coef[t][j] x_j[p] + D x_t[p] (coalesced over p).
-//  5. stream the state rows: U rows in flight per lane group, GEMV with C_t
+//  5. stream the state in passes of U rows per lane group, double-buffered in
+//     registers (pass q+2 is issued once pass q is consumed); GEMV with C_t
 //     for every t, y = dec·(S C_t) + hist, gate, store.
 #pragma once
 #include "mamba2/kernel_common.cuh"
 
 namespace replayssm::mamba2::kern {
 
+// One pass of the replay stream over the raw vectors v (rows of pass q).
+// flush: fold, round, write the checkpoint and continue with the stored value.
+template <DType SD, DType AD, int VPL, int U>
+__device__ __forceinline__ void replay_pass(const Params& p, const BlockPos& bp, const Lane& l,
+                                            typename Traits<SD>::type* S, int64_t b, int64_t slot,
+                                            bool flush, int n, int rec_start, const float* Cs,
+                                            const float* Bs, const float* dec, const float* fw,
+                                            const float* fdec, const float* hist, const float* zs,
+                                            int q, uint4 (&v)[U][VPL]) {
+  constexpr int VEC = VecOf<SD>::value;
+  const int T = p.T, J = p.jmax, ns = p.ns, N = p.N, R = p.R;
+  if (flush) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int r = (q * U + u) * l.nrg + l.rg;
+      if (r >= l.rows) continue;
+      const int hl = r / l.np, h = bp.h0 + hl, pr = bp.p0 + r % l.np;
+      const float fd = fdec[hl];
+      float f[VPL][VEC];
+#pragma unroll
+      for (int k = 0; k < VPL; ++k) {
+        widen<SD>(v[u][k], f[k]);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) f[k][e] *= fd;
+      }
+#pragma unroll 4
+      for (int j = 0; j < n; ++j) {
+        const float w = fw[hl * J + j] *
+                        ld_act<AD>(p.rx, slot * p.rx_s + ring_pos(rec_start, j, R) * p.rx_r +
+                                             h * p.rx_h + pr);
+#pragma unroll
+        for (int k = 0; k < VPL; ++k) {
+          const int vi = l.lr + k * l.lpr;
+          if (vi < p.nv) axpby_smem<VEC>(f[k], 1.f, w, Bs + j * ns + vi * VEC);
+        }
+      }
+      typename Traits<SD>::type* row = S + int64_t(h) * p.st_h + int64_t(pr) * p.st_p;
+#pragma unroll
+      for (int k = 0; k < VPL; ++k) {
+        const int vi = l.lr + k * l.lpr;
+        if (vi >= p.nv) continue;
+        v[u][k] = narrow<SD>(f[k]);  // outputs read the checkpoint as stored
+        store_raw<SD>(row, vi * VEC, N, v[u][k], false);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    float part[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      part[u] = 0.f;
+#pragma unroll
+      for (int k = 0; k < VPL; ++k) {
+        const int vi = l.lr + k * l.lpr;
+        if (vi < p.nv) {
+          float f[VEC];
+          widen<SD>(v[u][k], f);
+          part[u] += dot_smem<VEC>(f, Cs + t * ns + vi * VEC);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) part[u] = group_sum(part[u], l.lpr);
+    if (l.lr == 0) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int r = (q * U + u) * l.nrg + l.rg;
+        if (r >= l.rows) continue;
+        const int hl = r / l.np, h = bp.h0 + hl, pp = r % l.np, pr = bp.p0 + pp;
+        const int o = (hl * T + t) * l.np + pp;
+        float yv = fmaf(part[u], dec[hl * T + t], hist[o]);
+        if (p.z) yv = silu_gate(yv, zs[o]);
+        st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(h) * p.y_h + pr, yv);
+      }
+    }
+  }
+}
+
 template <DType SD, DType AD, int VPL>
-// Two resident blocks per SM (<= 128 registers) keep ~32 KiB of loads in flight.
+// Two resident blocks per SM (<= 128 registers, no spills): with two passes of U rows
+// per lane group in flight that is 32-64 KiB of loads per SM.
 __global__ void __launch_bounds__(KERNEL_THREADS, 2)
 mamba2_replay_kernel(const Params p) {
   using st_t = typename Traits<SD>::type;
-  constexpr int VEC = VecOf<SD>::value;
-  constexpr int U = VPL == 1 ? 4 : 2;
+  constexpr int U = VPL >= 4 ? 1 : VPL == 1 ? 4 : 2;  // 16 registers per buffer
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
 
   const BlockPos bp = block_pos(p);
   const int64_t b = bp.row;
-  int64_t slot;
-  StepPlan plan;
+  const Lane l = lane_of(p, bp);
+  const int npass = (l.rows + l.nrg * U - 1) / (l.nrg * U);
+
+  // ---- 0. state loads first (the checkpoint is only read before any write)
+  int64_t slot = row_slot(p, b);
   int32_t bits = 0;
+  const bool slot_ok = check_slot(p, slot, &bits) == ROW_OK;
+  st_t* S = static_cast<st_t*>(p.state) + (slot_ok ? slot : 0) * p.st_s;
+  uint4 va[U][VPL], vb[U][VPL];
+  if (slot_ok) {  // rows that fail below return before reading these
+    load_pass<SD, VPL, U>(p, bp, l, S, 0, true, va);
+    load_pass<SD, VPL, U>(p, bp, l, S, 1, true, vb);
+  }
+
+  StepPlan plan;
   if (step_row_plan(p, b, &slot, &plan, &bits) != ROW_OK) {
     zero_outputs<AD>(p, bp, b, 0, p.T);  // the cursor kernel reports the status
     return;
@@ -68,12 +162,15 @@ mamba2_replay_kernel(const Params p) {
   float* fw = dec + p.nh * T;        // [nh][J]   fold weights
   float* fdec = fw + p.nh * J;       // [nh]
   float* hist = fdec + p.nh;         // [nh][T][np]
+  float* zs = hist + p.nh * T * p.np;  // [nh][T][np] gate inputs
 
   // ---- 1. staging and appends
+#pragma unroll 4
   for (int i = tid; i < T * ns; i += KERNEL_THREADS) {
     const int t = i / ns, nn = i % ns;
     Cs[i] = nn < N ? ld_act<AD>(p.Cm, b * p.C_b + t * p.C_t + bp.g * p.C_g + nn) : 0.f;
   }
+#pragma unroll 4
   for (int i = tid; i < nj * ns; i += KERNEL_THREADS) {
     const int j = i / ns, nn = i % ns;
     float v = 0.f;
@@ -88,6 +185,12 @@ mamba2_replay_kernel(const Params p) {
     const int hl = i / nj, j = i % nj, h = bp.h0 + hl;
     dl[hl * J + j] = j < n ? p.rdt[slot * p.rdt_s + ring_pos(rec_start, j, R) * p.rdt_r + h]
                            : delta_of(p, b, j - n, h);
+  }
+  if (p.z) {
+    for (int i = tid; i < nh * T * np; i += KERNEL_THREADS) {
+      const int hl = i / (T * np), t = (i / np) % T, pp = i % np;
+      zs[i] = ld_act<AD>(p.z, b * p.z_b + t * p.z_t + int64_t(bp.h0 + hl) * p.z_h + bp.p0 + pp);
+    }
   }
   if (bp.hc == 0 && bp.pc == 0) {
     for (int i = tid; i < T * N; i += KERNEL_THREADS) {
@@ -157,6 +260,7 @@ mamba2_replay_kernel(const Params p) {
     const int h = bp.h0 + hl, pr = bp.p0 + pp;
     const float* c = coef + (hl * T + t) * J;
     float acc = D_of(p, h) * ld_act<AD>(p.x, b * p.x_b + t * p.x_t + h * p.x_h + pr);
+#pragma unroll 8
     for (int j = jb; j < n; ++j)
       acc = fmaf(c[j], ld_act<AD>(p.rx, slot * p.rx_s + ring_pos(rec_start, j, R) * p.rx_r +
                                             h * p.rx_h + pr), acc);
@@ -166,96 +270,15 @@ mamba2_replay_kernel(const Params p) {
   }
   __syncthreads();
 
-  // ---- 5. stream state rows
-  const int lane = tid & 31, warp = tid >> 5;
-  const int lpr = p.lpr, lr = lane & (lpr - 1);
-  const int nrg = KERNEL_WARPS * p.rpw, rg = warp * p.rpw + lane / lpr;
-  const int rows = nh * np;
-  st_t* S = static_cast<st_t*>(p.state) + slot * p.st_s;
-
-  for (int base = 0; base < rows; base += nrg * U) {
-    float v[U][VPL][VEC];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int r = base + u * nrg + rg;
-      const int hl = r / np, pr = bp.p0 + r % np;
-      const st_t* row = S + int64_t(bp.h0 + hl) * p.st_h + int64_t(pr) * p.st_p;
-#pragma unroll
-      for (int k = 0; k < VPL; ++k) {
-        const int vi = lr + k * lpr;
-        if (r < rows && vi < p.nv) {
-          load_row_vec<SD>(row, vi * VEC, N, v[u][k], !flush);
-        } else {
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) v[u][k][e] = 0.f;
-        }
-      }
-    }
-    if (flush) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int r = base + u * nrg + rg;
-        if (r >= rows) continue;
-        const int hl = r / np, h = bp.h0 + hl, pr = bp.p0 + r % np;
-        const float fd = fdec[hl];
-#pragma unroll
-        for (int k = 0; k < VPL; ++k)
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) v[u][k][e] *= fd;
-        for (int j = 0; j < n; ++j) {
-          const float w = fw[hl * J + j] *
-                          ld_act<AD>(p.rx, slot * p.rx_s + ring_pos(rec_start, j, R) * p.rx_r +
-                                               h * p.rx_h + pr);
-#pragma unroll
-          for (int k = 0; k < VPL; ++k) {
-            const int vi = lr + k * lpr;
-            if (vi >= p.nv) continue;
-            const float* bj = Bs + j * ns + vi * VEC;
-#pragma unroll
-            for (int e = 0; e < VEC; e += 4) {
-              const float4 c = *reinterpret_cast<const float4*>(bj + e);
-              v[u][k][e] = fmaf(w, c.x, v[u][k][e]);
-              v[u][k][e + 1] = fmaf(w, c.y, v[u][k][e + 1]);
-              v[u][k][e + 2] = fmaf(w, c.z, v[u][k][e + 2]);
-              v[u][k][e + 3] = fmaf(w, c.w, v[u][k][e + 3]);
-            }
-          }
-        }
-        st_t* row = S + int64_t(h) * p.st_h + int64_t(pr) * p.st_p;
-#pragma unroll
-        for (int k = 0; k < VPL; ++k) {
-          const int vi = lr + k * lpr;
-          if (vi >= p.nv) continue;
-          round_to_state<SD>(v[u][k]);  // outputs read the checkpoint as stored
-          store_row_vec<SD>(row, vi * VEC, N, v[u][k]);
-        }
-      }
-    }
-    for (int t = 0; t < T; ++t) {
-      float part[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        part[u] = 0.f;
-#pragma unroll
-        for (int k = 0; k < VPL; ++k) {
-          const int vi = lr + k * lpr;
-          if (vi < p.nv) part[u] += dot_smem<VEC>(v[u][k], Cs + t * ns + vi * VEC);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) part[u] = group_sum(part[u], lpr);
-      if (lr == 0) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int r = base + u * nrg + rg;
-          if (r >= rows) continue;
-          const int hl = r / np, h = bp.h0 + hl, pp = r % np, pr = bp.p0 + pp;
-          float yv = fmaf(part[u], dec[hl * T + t], hist[(hl * T + t) * np + pp]);
-          if (p.z) yv = silu_gate(yv, ld_act<AD>(p.z, b * p.z_b + t * p.z_t + h * p.z_h + pr));
-          st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(h) * p.y_h + pr, yv);
-        }
-      }
-    }
+  // ---- 5. stream the state rows, two passes in flight
+  for (int q = 0; q < npass; q += 2) {
+    replay_pass<SD, AD, VPL, U>(p, bp, l, S, b, slot, flush, n, rec_start, Cs, Bs, dec, fw, fdec,
+                                hist, zs, q, va);
+    if (q + 2 < npass) load_pass<SD, VPL, U>(p, bp, l, S, q + 2, !flush, va);
+    if (q + 1 >= npass) break;
+    replay_pass<SD, AD, VPL, U>(p, bp, l, S, b, slot, flush, n, rec_start, Cs, Bs, dec, fw, fdec,
+                                hist, zs, q + 1, vb);
+    if (q + 3 < npass) load_pass<SD, VPL, U>(p, bp, l, S, q + 3, !flush, vb);
   }
 }
 
