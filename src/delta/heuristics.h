@@ -1,4 +1,5 @@
-// Tile choices of the delta CUDA kernels, with their reasons. Host only.
+// Tile choices of the delta CUDA kernels, with their reasons (constants shared
+// by the launchers and the kernels' launch bounds).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -21,14 +22,23 @@ inline int lanes_per_row(int64_t K) {
   return l;
 }
 
-// Baseline recurrence (decode, snapshot, prefill): one row per lane group,
-// 128 threads → 16 rows per block at K = 128. Small blocks give many of
-// them (batch 64 × 32 heads × 8 tiles = 16k) so the row read, the per-token
-// math and the row write of different blocks overlap on every SM.
-inline constexpr int REC_THREADS = 128;
-// Tokens prepared per shared-memory chunk (q̂, k̂, gates): bounds shared
+// Baseline recurrence (decode, snapshot, prefill): a memory-latency bound
+// pass over the state. Each thread holds the lane shares of REC_ROWS rows
+// (2 × 16 elements: eight 16-byte loads of fp32), all issued right after the
+// slot is known and before the per-token preparation (q̂, k̂, gates, β, v
+// staged in shared memory), which runs while they are in flight. 256-thread
+// blocks capped at 80 registers (3 resident blocks: 96 KiB of fp32 state in
+// flight per SM; at 64 registers ptxas spills the rows). At K = 128 a block
+// covers 64 rows of one value head (two blocks per head).
+inline constexpr int REC_THREADS = 256;
+inline constexpr int REC_ROWS = 2;
+inline constexpr int REC_MIN_BLOCKS = 3;
+// Tokens prepared per shared-memory chunk (q̂, k̂, gates, v): bounds shared
 // memory for long prompts; decode windows (T <= 8) take one chunk.
 inline constexpr int REC_TOKEN_CHUNK = 8;
+
+// Rows of V covered by one block of the recurrence kernel.
+inline int rows_per_block(int threads, int rows_per_thread, int lpr) { return threads / lpr * rows_per_thread; }
 
 // Replay step: 256 threads, each lane group walks rows of its block with the
 // next row prefetched into registers while the current one is reduced.

@@ -60,16 +60,33 @@ __device__ __forceinline__ float beta_at(const TokenArgs& in, int64_t b, int64_t
 
 // One warp: k̂ = k·ks and q̂ = q·qs·q_scale of token (b, t), key head kh, into
 // shared kn[K], qn[K]; returns ks (1 without l2norm) and k̂·q̂ in every lane.
+// With kraw != null the raw k (widened exactly) is also kept there. Loads are
+// issued 128 elements at a time (four per lane, unrolled) so their latencies
+// overlap.
 __device__ __forceinline__ void warp_prep_qk(const TokenArgs& in, int64_t b, int64_t t, int kh,
-                                             float* kn, float* qn, float& ks, float& kq) {
+                                             float* kn, float* qn, float& ks, float& kq,
+                                             float* kraw = nullptr) {
   const int lane = threadIdx.x & 31;
   float sk = 0.f, sq = 0.f;
-  for (int i = lane; i < in.K; i += 32) {
-    const float k = act_at(in.k, b, t, kh, i), q = act_at(in.q, b, t, kh, i);
-    kn[i] = k;
-    qn[i] = q;
-    sk += k * k;
-    sq += q * q;
+  for (int base = 0; base < in.K; base += 128) {
+    float k[4], q[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = base + lane + 32 * e;
+      k[e] = i < in.K ? act_at(in.k, b, t, kh, i) : 0.f;
+      q[e] = i < in.K ? act_at(in.q, b, t, kh, i) : 0.f;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = base + lane + 32 * e;
+      if (i < in.K) {
+        kn[i] = k[e];
+        qn[i] = q[e];
+        if (kraw) kraw[i] = k[e];
+      }
+      sk += k[e] * k[e];
+      sq += q[e] * q[e];
+    }
   }
   sk = warp_sum(sk);
   sq = warp_sum(sq);
@@ -91,7 +108,9 @@ __device__ __forceinline__ float group_sum(float x, int lpr) {
   return x;
 }
 
-// A state row in registers: s[j][e] = row[(j*lpr + lane)*VEC + e].
+// A state row in registers: s[j][e] = row[(j*lpr + lane)*VEC + e]. Chunks past
+// K (K < 16·LPR) hold zeros and are skipped by every operation (the shared
+// vectors they would pair with have only K elements).
 template <DType SD>
 struct Row {
   using TS = typename Traits<SD>::type;
@@ -112,21 +131,6 @@ struct Row {
 #pragma unroll
     for (int j = 0; j < NCH; ++j) {
       if (has(j, lane, lpr, K)) {
-        const uint4 u = __ldg(reinterpret_cast<const uint4*>(row + (j * lpr + lane) * VEC));
-        const TS* x = reinterpret_cast<const TS*>(&u);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) s[j][e] = Traits<SD>::load(x[e]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) s[j][e] = 0.f;
-      }
-    }
-  }
-  // Streaming load for rows read once (the replay checkpoint).
-  __device__ __forceinline__ void load_stream(const TS* row, int lane, int lpr, int K) {
-#pragma unroll
-    for (int j = 0; j < NCH; ++j) {
-      if (has(j, lane, lpr, K)) {
         const uint4 u = __ldcs(reinterpret_cast<const uint4*>(row + (j * lpr + lane) * VEC));
         const TS* x = reinterpret_cast<const TS*>(&u);
 #pragma unroll
@@ -137,7 +141,8 @@ struct Row {
       }
     }
   }
-  // Store rounded to the state dtype; with `keep`, the registers take the rounded value.
+  // Store rounded to the state dtype (streaming: rows are not read again in
+  // this kernel); with `keep`, the registers take the rounded value.
   __device__ __forceinline__ void store(TS* row, int lane, int lpr, int K, bool keep = false) {
 #pragma unroll
     for (int j = 0; j < NCH; ++j) {
@@ -149,14 +154,15 @@ struct Row {
         x[e] = Traits<SD>::store(s[j][e]);
         if (keep) s[j][e] = Traits<SD>::load(x[e]);
       }
-      *reinterpret_cast<uint4*>(row + (j * lpr + lane) * VEC) = u;
+      __stcs(reinterpret_cast<uint4*>(row + (j * lpr + lane) * VEC), u);
     }
   }
   // Σ_i s[i]·u[i] over this lane's elements (u in shared memory, 16-byte aligned).
-  __device__ __forceinline__ float dot(const float* u, int lane, int lpr) const {
+  __device__ __forceinline__ float dot(const float* u, int lane, int lpr, int K) const {
     float acc = 0.f;
 #pragma unroll
     for (int j = 0; j < NCH; ++j) {
+      if (!has(j, lane, lpr, K)) continue;
       const float4* p = reinterpret_cast<const float4*>(u + (j * lpr + lane) * VEC);
 #pragma unroll
       for (int e = 0; e < VEC / 4; ++e) {
@@ -174,9 +180,10 @@ struct Row {
       for (int e = 0; e < VEC; ++e) s[j][e] *= a;
   }
   // s ← s ⊙ a (vector in shared memory).
-  __device__ __forceinline__ void scale(const float* a, int lane, int lpr) {
+  __device__ __forceinline__ void scale(const float* a, int lane, int lpr, int K) {
 #pragma unroll
     for (int j = 0; j < NCH; ++j) {
+      if (!has(j, lane, lpr, K)) continue;
       const float4* p = reinterpret_cast<const float4*>(a + (j * lpr + lane) * VEC);
 #pragma unroll
       for (int e = 0; e < VEC / 4; ++e) {
@@ -186,9 +193,10 @@ struct Row {
     }
   }
   // s ← s + c·u (u in shared memory).
-  __device__ __forceinline__ void axpy(float c, const float* u, int lane, int lpr) {
+  __device__ __forceinline__ void axpy(float c, const float* u, int lane, int lpr, int K) {
 #pragma unroll
     for (int j = 0; j < NCH; ++j) {
+      if (!has(j, lane, lpr, K)) continue;
       const float4* p = reinterpret_cast<const float4*>(u + (j * lpr + lane) * VEC);
 #pragma unroll
       for (int e = 0; e < VEC / 4; ++e) {

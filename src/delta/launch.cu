@@ -208,11 +208,10 @@ void run_recurrent(const char* fn, RecArgs& a, const Tensor& state, const Dims& 
   a.st = state_of(state);
   a.lpr = lanes_per_row(d.K);
   a.status = exec.device_status;
-  const int per_block = REC_THREADS / a.lpr;
+  const int rb = rows_per_block(REC_THREADS, REC_ROWS, a.lpr);
   const int fold_L = a.rings.d ? a.rings.L : 0;
-  const size_t smem = size_t(rec_layout(is_kda(d), int(d.K), a.tc, fold_L).total) * 4;
-  const Launch l = launch_of(unsigned((d.V + per_block - 1) / per_block), unsigned(d.HV), unsigned(rows),
-                             REC_THREADS, smem, exec);
+  const size_t smem = size_t(rec_layout(is_kda(d), int(d.K), a.tc, fold_L, rb).total) * 4;
+  const Launch l = launch_of(unsigned((d.V + rb - 1) / rb), unsigned(d.HV), unsigned(rows), REC_THREADS, smem, exec);
   dispatch<RecOp>(state.dtype, is_kda(d), a, l);
   cuda_util::check_launch(fn);
 }

@@ -7,6 +7,7 @@
 //   d = β (v − a_k),  o = a_q + (k̂·q̂) d,  S ← α S + d k̂ᵀ  (KDA: S Diag(α) + d k̂ᵀ)
 // The row stays in registers for all tokens; arithmetic is fp32.
 #pragma once
+#include "delta/heuristics.h"
 #include "delta/kernel_common.cuh"
 
 namespace replayssm::delta::cuda_impl {
@@ -43,19 +44,19 @@ template <DType SD>
 __device__ __forceinline__ void fold_row(Row<SD>& row, const Rings& r, int64_t s, int hv, int v,
                                          int start, int n, int K, const float* FV, const float* E0,
                                          int lane, int lpr) {
-  row.scale(E0, lane, lpr);
+  row.scale(E0, lane, lpr, K);
   for (int j = 0; j < n; ++j) {
     const int64_t pos = ring_pos(start, j, r.R);
     const float d = load_any(r.d, r.d_dt, s * r.d0 + pos * r.d1 + hv * r.d2 + v);
-    row.axpy(d, FV + j * K, lane, lpr);
+    row.axpy(d, FV + j * K, lane, lpr, K);
   }
 }
 
-// Shared memory of the recurrence kernel, in floats.
+// Shared memory of the recurrence kernel, in floats (rb = rows per block).
 struct RecLayout {
-  int64_t fv, e0, kn, qv, ka, al, sc, total;
+  int64_t fv, e0, kn, qv, ka, al, sc, vs, total;
 };
-__host__ __device__ inline RecLayout rec_layout(bool kda, int K, int tc, int L_fold) {
+__host__ __device__ inline RecLayout rec_layout(bool kda, int K, int tc, int L_fold, int rb) {
   RecLayout l{};
   int64_t o = 0;
   l.fv = o; o += align4(int64_t(L_fold) * K);
@@ -65,26 +66,38 @@ __host__ __device__ inline RecLayout rec_layout(bool kda, int K, int tc, int L_f
   l.ka = o; o += kda ? align4(int64_t(tc) * K) : 0;
   l.al = o; o += kda ? align4(int64_t(tc) * K) : 0;
   l.sc = o; o += align4(int64_t(tc) * 4);
+  l.vs = o; o += align4(int64_t(tc) * rb);
   l.total = o;
   return l;
 }
 
+// Block (x: tile of REC_ROWS·rpp rows of V, y: value head hv, z: row b), rpp =
+// blockDim/LPR lane groups; lane group g owns rows v = v0 + r·rpp + g, r < REC_ROWS.
+// Every state load of the thread is issued as soon as the slot is known,
+// before the per-token preparation (q̂, k̂, gates, β, v staged in shared
+// memory), so the prologue runs while the state is in flight.
 template <DType SD, bool KDA>
-__global__ void __launch_bounds__(128, 6) delta_recurrent_kernel(RecArgs a) {
+__global__ void __launch_bounds__(REC_THREADS, REC_MIN_BLOCKS) delta_recurrent_kernel(RecArgs a) {
   using RW = Row<SD>;
   using TS = typename RW::TS;
+  constexpr int NR = REC_ROWS;
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
   const TokenArgs& in = a.in;
   const int K = in.K, V = in.V, lpr = a.lpr;
   const int b = blockIdx.z, hv = blockIdx.y, kh = hv / in.G;
-  const int grp = threadIdx.x / lpr, lane = threadIdx.x % lpr;
+  const int grp = threadIdx.x / lpr, lane = threadIdx.x % lpr, rpp = blockDim.x / lpr;
   const int warp = threadIdx.x >> 5, lane32 = threadIdx.x & 31, nwarps = blockDim.x >> 5;
-  const int v = blockIdx.x * (blockDim.x / lpr) + grp;
-  const bool valid = v < V;
+  const int RBK = NR * rpp;  // rows per block
+  const int v0 = blockIdx.x * RBK;
   const bool reporter = threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0;
 
   int64_t t0 = 0, nt = a.T, src = -1, dst = -1;
+  if (a.mode != REC_SNAPSHOT) src = dst = idx_at(a.slot, b);
+  if (a.mode == REC_PREFILL) {
+    t0 = idx_at(a.cu, b);
+    nt = idx_at(a.cu, b + 1) - t0;
+  }
   bool pad = false, from_state = true;
   if (a.mode == REC_SNAPSHOT) {
     pad = idx_at(a.sidx, b, 0) == a.pad;
@@ -106,31 +119,31 @@ __global__ void __launch_bounds__(128, 6) delta_recurrent_kernel(RecArgs a) {
       }
     }
   } else {
-    src = dst = idx_at(a.slot, b);
     pad = src == a.pad;
-    if (a.mode == REC_PREFILL) {
-      t0 = idx_at(a.cu, b);
-      nt = idx_at(a.cu, b + 1) - t0;
-      from_state = a.init.p && idx_at(a.init, b) != 0;
-    }
+    if (a.mode == REC_PREFILL) from_state = a.init.p && idx_at(a.init, b) != 0;
     if (!pad && (src < 0 || src >= a.S)) {
       if (reporter) cuda_util::report(a.status, STATUS_BAD_SLOT);
       return;
     }
   }
   if (pad) {
-    if (valid && lane == 0)
-      for (int64_t t = 0; t < nt; ++t) out_at(in.o, b, t0 + t, hv, v, 0.f);
+    for (int64_t x = threadIdx.x; x < nt * RBK; x += blockDim.x) {
+      const int v = v0 + int(x % RBK);
+      if (v < V) out_at(in.o, b, t0 + x / RBK, hv, v, 0.f);
+    }
     return;
   }
 
   TS* const state = static_cast<TS*>(a.st.p);
-  const int64_t row_off = int64_t(hv) * a.st.s1 + int64_t(v) * a.st.s2;
-  RW row;
-  if (from_state && valid) row.load(state + src * a.st.s0 + row_off, lane, lpr, K);
-  else row.zero();
+  auto row_off = [&](int r) { return int64_t(hv) * a.st.s1 + int64_t(v0 + r * rpp + grp) * a.st.s2; };
+  RW row[NR];
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    if (from_state && v0 + r * rpp + grp < V) row[r].load(state + src * a.st.s0 + row_off(r), lane, lpr, K);
+    else row[r].zero();
+  }
 
-  const RecLayout lay = rec_layout(KDA, K, a.tc, a.rings.d ? a.rings.L : 0);
+  const RecLayout lay = rec_layout(KDA, K, a.tc, a.rings.d ? a.rings.L : 0, RBK);
   if (a.mode == REC_PREFILL && from_state && a.rings.d) {
     const RingCursor c = cursor_at(a.rings, src);
     if (!cursor_ok(a.rings, c)) {
@@ -139,7 +152,12 @@ __global__ void __launch_bounds__(128, 6) delta_recurrent_kernel(RecArgs a) {
     }
     if (c.count > 0) {
       fold_prep<KDA>(a.rings, src, hv, kh, c.start, c.count, K, sm + lay.fv, sm + lay.e0);
-      if (valid) fold_row<SD>(row, a.rings, src, hv, v, c.start, c.count, K, sm + lay.fv, sm + lay.e0, lane, lpr);
+#pragma unroll
+      for (int r = 0; r < NR; ++r) {
+        const int v = v0 + r * rpp + grp;
+        if (v < V)
+          fold_row<SD>(row[r], a.rings, src, hv, v, c.start, c.count, K, sm + lay.fv, sm + lay.e0, lane, lpr);
+      }
     }
   }
 
@@ -148,9 +166,14 @@ __global__ void __launch_bounds__(128, 6) delta_recurrent_kernel(RecArgs a) {
   float* KA = sm + lay.ka;  // KDA: α ⊙ k̂
   float* AL = sm + lay.al;  // KDA: α
   float* SC = sm + lay.sc;  // per token {α (GDN), β, k̂·q̂, -}
+  float* VS = sm + lay.vs;  // [tc][RBK] v of the block's rows
   for (int64_t c0 = 0; c0 < nt; c0 += a.tc) {
     const int n = int(nt - c0 < a.tc ? nt - c0 : int64_t(a.tc));
-    __syncthreads();
+    if (c0 > 0) __syncthreads();
+    for (int x = threadIdx.x; x < n * RBK; x += blockDim.x) {
+      const int i = x / RBK, v = v0 + x % RBK;
+      VS[x] = v < V ? act_at(in.v, b, t0 + c0 + i, hv, v) : 0.f;
+    }
     for (int i = warp; i < n; i += nwarps) {
       const int64_t tok = t0 + c0 + i;
       float ks, kq;
@@ -171,27 +194,37 @@ __global__ void __launch_bounds__(128, 6) delta_recurrent_kernel(RecArgs a) {
       }
     }
     __syncthreads();
-    for (int i = 0; i < n; ++i) {
-      const int64_t tok = t0 + c0 + i;
-      float pk = row.dot((KDA ? KA : KN) + i * K, lane, lpr);
-      float pq = row.dot(QV + i * K, lane, lpr);
-      pk = group_sum(pk, lpr);
-      pq = group_sum(pq, lpr);
-      const float alpha = KDA ? 1.f : SC[i * 4];
-      const float vv = valid ? act_at(in.v, b, tok, hv, v) : 0.f;
-      const float d = SC[i * 4 + 1] * (vv - alpha * pk);
-      const float o = alpha * pq + SC[i * 4 + 2] * d;
-      if (KDA) row.scale(AL + i * K, lane, lpr);
-      else row.scale(alpha);
-      row.axpy(d, KN + i * K, lane, lpr);
-      if (valid && lane == 0) out_at(in.o, b, tok, hv, v, o);
-      if (a.mode == REC_SNAPSHOT && valid) {
-        const int64_t w = idx_at(a.sidx, b, c0 + i);
-        if (w != a.pad) row.store(state + w * a.st.s0 + row_off, lane, lpr, K);
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      const int rl = r * rpp + grp, v = v0 + rl;
+      const bool valid = v < V;
+      for (int i = 0; i < n; ++i) {
+        const int64_t tok = t0 + c0 + i;
+        float pk = row[r].dot((KDA ? KA : KN) + i * K, lane, lpr, K);
+        float pq = row[r].dot(QV + i * K, lane, lpr, K);
+        pk = group_sum(pk, lpr);
+        pq = group_sum(pq, lpr);
+        const float alpha = KDA ? 1.f : SC[i * 4];
+        const float d = SC[i * 4 + 1] * (VS[i * RBK + rl] - alpha * pk);
+        const float o = alpha * pq + SC[i * 4 + 2] * d;
+        if (KDA) row[r].scale(AL + i * K, lane, lpr, K);
+        else row[r].scale(alpha);
+        row[r].axpy(d, KN + i * K, lane, lpr, K);
+        if (valid && lane == 0) out_at(in.o, b, tok, hv, v, o);
+        if (a.mode == REC_SNAPSHOT && valid) {
+          const int64_t w = idx_at(a.sidx, b, c0 + i);
+          if (w != a.pad) row[r].store(state + w * a.st.s0 + row_off(r), lane, lpr, K);
+        }
       }
+      if (a.mode != REC_SNAPSHOT && valid && c0 + n >= nt)
+        row[r].store(state + dst * a.st.s0 + row_off(r), lane, lpr, K);
     }
   }
-  if (a.mode != REC_SNAPSHOT && valid) row.store(state + dst * a.st.s0 + row_off, lane, lpr, K);
+  if (a.mode != REC_SNAPSHOT && nt == 0) {  // empty prompt: the (zero or current) state is written
+#pragma unroll
+    for (int r = 0; r < NR; ++r)
+      if (v0 + r * rpp + grp < V) row[r].store(state + dst * a.st.s0 + row_off(r), lane, lpr, K);
+  }
 }
 
 // Materialize (out != null: out[i] = checkpoint ⊕ committed records, any

@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
   };
   // The first checkpoint row is in flight while the records are prepared.
   RW cur, nxt;
-  if (grp < RB) cur.load_stream(row_ptr(grp), lane, lpr, K);
+  if (grp < RB) cur.load(row_ptr(grp), lane, lpr, K);
   else cur.zero();
 
   RingCursor c = cursor_at(rg, s);
@@ -268,17 +268,17 @@ __global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
     const bool valid = rr < RB;
     const int rc = valid ? rr : 0;
     if (pi + 1 < np) {
-      if (rr + rpp < RB) nxt.load_stream(row_ptr(rr + rpp), lane, lpr, K);
+      if (rr + rpp < RB) nxt.load(row_ptr(rr + rpp), lane, lpr, K);
       else nxt.zero();
     }
     const int hvl = rc / vt, hv = hv0 + hvl, v = v0 + rc % vt;
     if (p.flush) {
       if (KDA) {
-        cur.scale(E0V, lane, lpr);
-        for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc], KV + j * K, lane, lpr);
+        cur.scale(E0V, lane, lpr, K);
+        for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc], KV + j * K, lane, lpr, K);
       } else {
         cur.scale(E0[hvl]);
-        for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc] * CF[hvl * NM + j], KV + j * K, lane, lpr);
+        for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc] * CF[hvl * NM + j], KV + j * K, lane, lpr, K);
       }
       if (valid) cur.store(row_ptr(rr), lane, lpr, K, /*keep=*/true);
     }
@@ -286,12 +286,12 @@ __global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
       const int m = n_old + t;
       float pk, pq;
       if (KDA) {
-        pk = cur.dot(UK + t * K, lane, lpr);
-        pq = cur.dot(UQ + t * K, lane, lpr);
+        pk = cur.dot(UK + t * K, lane, lpr, K);
+        pq = cur.dot(UQ + t * K, lane, lpr, K);
       } else {
         const float e = EU[hvl * T + t];
-        pk = e * cur.dot(KV + m * K, lane, lpr);
-        pq = e * cur.dot(QV + t * K, lane, lpr);
+        pk = e * cur.dot(KV + m * K, lane, lpr, K);
+        pq = e * cur.dot(QV + t * K, lane, lpr, K);
       }
       const float* wk = W + ((KDA ? 0 : hvl) * T + t) * 2 * NM;
       const float* wq = wk + NM;
