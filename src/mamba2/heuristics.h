@@ -44,12 +44,16 @@
 // B_j·C_m for every history record j and window token m; these depend only
 // on the group, so a block owning nh heads of the group computes them once and
 // shares them with its nh heads through shared memory. nh is chosen so a
-// block streams about HOT_PASSES passes (fp32 N = 128: 4 heads = 256 rows;
-// bf16: 8 heads = 512 rows): long enough that the prologue is amortised and
-// B·C is computed by at most hpg / nh = 2-4 blocks per (row, group), short
-// enough that a batch-256 grid has thousands of blocks (~15-30 waves, small
-// tail). The duplicated B·C work is O((L+T)·T·N) per block against nh·np·N
-// state elements (~2 % for L = 16, T = 1, nh = 4), and the B records it
+// block streams about HOT_PASSES passes (fp32 N = 128: 8 heads = 512 rows;
+// bf16: 16 heads = 1024 rows, except that the replay's staged fold inputs,
+// J·nh·np floats, cap it at 8 heads by SMEM_SOFT_LIMIT): long enough that the
+// per-block prologue (cursor plan, staging, history terms; a chain of
+// dependent global loads) is amortised over ~256 KiB of state and B·C is
+// computed by at most hpg / nh = 1-2 blocks per (row, group), short enough
+// that a batch-256 grid has thousands of blocks (~8-16 waves, small tail).
+// (16 passes instead of 8: replay fp32 688 -> 634 us, decode 644 -> 628 us
+// at batch 256.) The duplicated B·C work is O((L+T)·T·N) per block against
+// nh·np·N state elements (~1 % for L = 16, T = 1, nh = 8), and the B records it
 // re-reads come from L2. (Thread-block clusters sharing B·C through
 // distributed shared memory were considered: they would remove this small
 // duplication but add a cluster barrier to every block's critical path.)
@@ -71,7 +75,7 @@ inline constexpr int MAX_VPL = 2;
 // Tokens staged per shared-memory chunk in prefill.
 inline constexpr int PREFILL_CHUNK = 16;
 // Passes of rows one hot-kernel block streams (upper bound on nh·np).
-inline constexpr int HOT_PASSES = 8;
+inline constexpr int HOT_PASSES = 16;
 // Vectors per lane of the hot kernels (decode, snapshot, replay).
 inline constexpr int HOT_VPL = 4;
 // Shared memory a block may ask for before heads are split to keep two or
@@ -166,7 +170,7 @@ inline Tile prefill_tile(int64_t rows, int64_t H, int64_t G, int64_t P, const Ro
 // follows the same order.
 inline int64_t replay_smem_floats(int64_t T, int64_t L, int64_t ns, int64_t nh, int64_t np) {
   const int64_t J = L + T;  // records (at most L) plus window tokens
-  return ns * (T + J) + T * J + nh * (J + T * J + T + J + 1) + 2 * nh * T * np;
+  return ns * (T + J) + T * J + nh * (J + T * J + T + J + 1) + 2 * nh * T * np + J * nh * np;
 }
 inline int64_t decode_smem_floats(int64_t T, int64_t ns, int64_t nh, int64_t np) {
   return 4 * T + 2 * ns * T + 2 * nh * T + nh + 2 * nh * T * np;
