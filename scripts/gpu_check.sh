@@ -6,7 +6,7 @@
 #   bash scripts/gpu_check.sh all             # the above plus bench-full
 #   bash scripts/gpu_check.sh build bench-full
 #
-# Stages: build info test sanitize bench-quick bench-full verify. A failing
+# Stages: build info test sanitize bench-quick bench-full verify cpu-bench python. A failing
 # stage does not stop later ones; the exit code is 1 when any stage failed.
 # Everything lands in $OUT (default ./gpu_check_out), in few files:
 #   log.txt          every stage's full output, with headers and timings
@@ -251,6 +251,30 @@ stage_verify() {
   return $rc
 }
 
+# The CPU backend's bench on this machine's (quiet, many-core) processor.
+stage_cpu_bench() {
+  [[ -x $CLI ]] || { echo "no $CLI"; return 1; }
+  logged timeout "$(fit 150)" "$CLI" bench --backend cpu --preset all --out "$OUT/cpu_bench.jsonl"
+  local rc=$?
+  grep -E 'replay|baseline|copy bandwidth' "$LOG" | tail -n 8
+  return $rc
+}
+
+# The Python package: pip install . (CUDA build) and its tests, torch included.
+# Wheels for missing test packages can be carried in .whl/.
+stage_python() {
+  if compgen -G ".whl/*.whl" > /dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl &&
+      export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) logged timeout "$(fit 300)" \
+    python3 -m pip install --no-build-isolation --no-deps -q . || return 1
+  (cd /tmp && logged timeout "$(fit 200)" python3 -m pytest -q -rs "$ROOT/tests/python")
+  local rc=$?
+  STAGE_NOTE=$(grep -E '[0-9]+ (passed|failed)' "$LOG" | tail -n 1)
+  return $rc
+}
+
 STAGES=("$@")
 (( ${#STAGES[@]} == 0 )) && STAGES=(build info test sanitize bench-quick verify)
 [[ ${STAGES[*]} == all ]] && STAGES=(build info test sanitize bench-quick bench-full verify)
@@ -264,7 +288,9 @@ for s in "${STAGES[@]}"; do
     bench-quick) run_stage bench-quick stage_bench_quick ;;
     bench-full) run_stage bench-full stage_bench_full ;;
     verify) run_stage verify stage_verify ;;
-    *) echo "unknown stage '$s' (build info test sanitize bench-quick bench-full verify all)"; FAILED=1 ;;
+    cpu-bench) run_stage cpu-bench stage_cpu_bench ;;
+    python) run_stage python stage_python ;;
+    *) echo "unknown stage '$s' (build info test sanitize bench-quick bench-full verify cpu-bench python all)"; FAILED=1 ;;
   esac
 done
 
