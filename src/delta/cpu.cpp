@@ -22,7 +22,7 @@ Prepared prepare(const Inputs& in, const Dims& d, int64_t r, int64_t t0, int64_t
   for (int64_t t = 0; t < n; ++t) {
     prep_keys(in, K, r, t0 + t, kh, kr, p.khat + t * K, &ks, p.qhat + t * K);
     prep_value(in, d, r, t0 + t, h, g, p.beta + t, p.v + t * V);
-    for (int64_t i = 0; i < GW; ++i) g[i] = std::exp(g[i]);
+    exp_vec(g, g, GW);
     expand(p.alpha + t * K, g, GW, K);
   }
   return p;

@@ -16,6 +16,13 @@
 namespace replayssm::delta::cpu {
 namespace {
 
+// Prefetches elements [o, o + n) of t into L1.
+inline void prefetch(const Tensor& t, int64_t o, int64_t n) {
+  const int64_t es = int64_t(dtype_size(t.dtype));
+  const char* p = static_cast<const char*>(t.data) + o * es;
+  for (int64_t c = 0; c < n * es; c += 64) _mm_prefetch(p + c, _MM_HINT_T0);
+}
+
 struct RowPlan {
   int64_t slot;
   StepPlan plan;
@@ -33,6 +40,17 @@ void replay_task(const DeltaStep& step, const Inputs& in, const DeltaPool& pool,
   const int64_t n = p.flush ? p.fold_count : p.hist_count;
   const int32_t rstart = p.flush ? p.fold_start : p.hist_start;
 
+  // Start the scattered record reads (one row per record and head) and the
+  // first state rows early, so their latency overlaps the window preparation.
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t pos = ring_pos(rstart, int32_t(j), R);
+    prefetch(pool.ring_k, off(pool.ring_k, s, pos, kh), K);
+    for (int64_t h = kh * G; h < (kh + 1) * G; ++h) {
+      prefetch(pool.ring_g, kda ? off(pool.ring_g, s, pos, h, 0) : off(pool.ring_g, s, pos, h), GW);
+      prefetch(pool.ring_d, off(pool.ring_d, s, pos, h), V);
+    }
+  }
+  prefetch(pool.state, off(pool.state, s, kh * G, 0), 4 * K);
   // Key-head window inputs and appends.
   float* kw = scratch(0, T * K);   // k̂_t
   float* qw = scratch(1, T * K);   // q̂_t
@@ -71,97 +89,122 @@ void replay_task(const DeltaStep& step, const Inputs& in, const DeltaPool& pool,
   float* gw = scratch(9, T * GW);         // window log-decays
   float* cum = scratch(10, T * GW);       // Σ_{i<=t} g_i (window, per channel)
   float* beta = scratch(2, T);            // (kr no longer needed)
-  std::vector<float> vw(static_cast<size_t>(T * V)), Hk(static_cast<size_t>(n * K + K)), U(static_cast<size_t>(2 * T * K)),
-      P(static_cast<size_t>(2 * T * V)), row(static_cast<size_t>(K)), dwin(static_cast<size_t>(T * V)), ew(static_cast<size_t>(T * K)), tmp(static_cast<size_t>(K)),
-      out(static_cast<size_t>(T * V)), E(static_cast<size_t>(n * GW + 1));
-  float* Ec = Hk.data() + n * K;  // e^{Λ_c} (expanded to K)
+  float* vw = scratch(12, T * V);
+  float* Hk = scratch(13, n * K + K);
+  float* U = scratch(14, 2 * T * K);
+  float* P = scratch(15, 2 * T * V);
+  float* row = scratch(16, K);
+  float* dwin = scratch(17, T * V);
+  float* ew = scratch(18, T * K);         // e^{Λ_t − Λ_c} (window part), expanded to K
+  float* tmp = scratch(19, K);
+  float* out = scratch(20, T * V);
+  float* E = scratch(21, n * GW + 1);
+  float* ewk = scratch(22, 2 * T * K);    // KDA: ew_t ⊙ k̂_t, ew_t ⊙ q̂_t
+  float* Ec = Hk + n * K;                 // e^{Λ_c} (expanded to K)
 
   for (int64_t h = kh * G; h < (kh + 1) * G; ++h) {
     for (int64_t t = 0; t < T; ++t) {
-      prep_value(in, d, b, t, h, gw + t * GW, beta + t, vw.data() + t * V);
+      prep_value(in, d, b, t, h, gw + t * GW, beta + t, vw + t * V);
       const int64_t pos = ring_pos(p.append_start, int32_t(t), R);
       if (kda) store_vec(pool.ring_g, off(pool.ring_g, s, pos, h, 0), K, gw + t * GW);
       else store_vec(pool.ring_g, off(pool.ring_g, s, pos, h), 1, gw + t * GW);
       for (int64_t i = 0; i < GW; ++i) cum[t * GW + i] = (t ? cum[(t - 1) * GW + i] : 0.f) + gw[t * GW + i];
-      // ew_t = e^{Λ_t − Λ_c} (window part), expanded to K.
-      for (int64_t i = 0; i < GW; ++i) tmp[size_t(i)] = std::exp(cum[t * GW + i]);
-      expand(ew.data() + t * K, tmp.data(), GW, K);
+      exp_vec(tmp, cum + t * GW, GW);
+      expand(ew + t * K, tmp, GW, K);
     }
     // Record factors: E_j = e^{Λ_c−Λ_j}, Hk_j = E_j ⊙ k̂_j, Ec = e^{Λ_c}.
     if (n) {
       load_records(pool, d, s, h, rstart, n, nullptr, gj, dj);
-      suffix_decays(gj, n, GW, E.data(), tmp.data());
-      expand(Ec, tmp.data(), GW, K);
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < K; ++i) Hk[size_t(j * K + i)] = E[size_t(j * GW + (kda ? i : 0))] * kj[j * K + i];
+      suffix_decays(gj, n, GW, E, tmp);
+      expand(Ec, tmp, GW, K);
+      if (kda) mul(Hk, E, kj, n * K);
+      else
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < K; ++i) Hk[j * K + i] = E[j] * kj[j * K + i];
     } else {
       std::fill(Ec, Ec + K, 1.f);
     }
     // GEMV vectors U_{2t} = scale_t ⊙ k̂_t, U_{2t+1} = scale_t ⊙ q̂_t with
     // scale_t = e^{Λ_t} relative to the checkpoint the pass reads.
     for (int64_t t = 0; t < T; ++t) {
-      for (int64_t i = 0; i < K; ++i) tmp[size_t(i)] = p.flush ? ew[size_t(t * K + i)] : ew[size_t(t * K + i)] * Ec[i];
-      mul(U.data() + 2 * t * K, tmp.data(), kw + t * K, K);
-      mul(U.data() + (2 * t + 1) * K, tmp.data(), qw + t * K, K);
+      const float* sc = ew + t * K;
+      if (!p.flush) { mul(tmp, ew + t * K, Ec, K); sc = tmp; }
+      mul(U + 2 * t * K, sc, kw + t * K, K);
+      mul(U + (2 * t + 1) * K, sc, qw + t * K, K);
     }
-    // One pass over the checkpoint rows.
+    // One pass over the checkpoint rows (fp32 state is read in place); rows
+    // v + 4 are prefetched (a head's V rows are contiguous in the pool).
     for (int64_t v = 0; v < V; ++v) {
       auto* ptr = row_ptr<SD>(pool.state, s, h, v);
-      load_row<SD>(ptr, row.data(), K);
-      if (p.flush && n) {
-        fold_row(row.data(), Ec, Hk.data(), dj, n, v, K, V);
-        store_row<SD>(ptr, row.data(), K);
-        load_row<SD>(ptr, row.data(), K);  // continue from the stored checkpoint
+      if (v + 4 < V) {
+        const char* pf = reinterpret_cast<const char*>(row_ptr<SD>(pool.state, s, h, v + 4));
+        for (int64_t c = 0; c < K * int64_t(sizeof(*ptr)); c += 64) _mm_prefetch(pf + c, _MM_HINT_T0);
       }
-      for (int64_t u = 0; u < 2 * T; ++u) P[size_t(u * V + v)] = dot(row.data(), U.data() + u * K, K);
+      const float* r = row;
+      if constexpr (SD == DType::f32) {
+        if (p.flush && n) fold_row(ptr, Ec, Hk, dj, n, v, K, V);
+        r = ptr;
+      } else {
+        load_row<SD>(ptr, row, K);
+        if (p.flush && n) {
+          fold_row(row, Ec, Hk, dj, n, v, K, V);
+          store_row<SD>(ptr, row, K);
+          load_row<SD>(ptr, row, K);  // continue from the stored checkpoint
+        }
+      }
+      for (int64_t u = 0; u < 2 * T; u += 2) dot2(r, U + u * K, U + (u + 1) * K, K, P + u * V + v, P + (u + 1) * V + v);
     }
     // Committed history (non-flushing steps).
-    if (!p.flush)
+    if (!p.flush) {
+      if (kda)
+        for (int64_t t = 0; t < T; ++t) {
+          mul(ewk + 2 * t * K, ew + t * K, kw + t * K, K);
+          mul(ewk + (2 * t + 1) * K, ew + t * K, qw + t * K, K);
+        }
       for (int64_t j = 0; j < n; ++j) {
         const float* dvec = dj + j * V;
         for (int64_t t = 0; t < T; ++t) {
           float wk, wq;
           if (kda) {
-            mul(tmp.data(), ew.data() + t * K, kw + t * K, K);
-            wk = dot(Hk.data() + j * K, tmp.data(), K);
-            mul(tmp.data(), ew.data() + t * K, qw + t * K, K);
-            wq = dot(Hk.data() + j * K, tmp.data(), K);
+            dot2(Hk + j * K, ewk + 2 * t * K, ewk + (2 * t + 1) * K, K, &wk, &wq);
           } else {
-            const float dec = ew[size_t(t * K)] * E[size_t(j)];
+            const float dec = ew[t * K] * E[j];
             wk = dec * KK[j * 2 * T + 2 * t];
             wq = dec * KK[j * 2 * T + 2 * t + 1];
           }
-          axpy(P.data() + 2 * t * V, wk, dvec, V);
-          axpy(P.data() + (2 * t + 1) * V, wq, dvec, V);
+          axpy(P + 2 * t * V, wk, dvec, V);
+          axpy(P + (2 * t + 1) * V, wq, dvec, V);
         }
       }
+    }
     // Window tokens in order.
     for (int64_t t = 0; t < T; ++t) {
-      float* ak = P.data() + 2 * t * V;
-      float* aq = P.data() + (2 * t + 1) * V;
+      float* ak = P + 2 * t * V;
+      float* aq = P + (2 * t + 1) * V;
       for (int64_t u = 0; u < t; ++u) {
         float wk, wq;
         if (kda) {
-          for (int64_t i = 0; i < K; ++i) tmp[size_t(i)] = std::exp(cum[t * K + i] - cum[u * K + i]) * kw[u * K + i];
-          wk = dot(tmp.data(), kw + t * K, K);
-          wq = dot(tmp.data(), qw + t * K, K);
+          for (int64_t i = 0; i < K; ++i) tmp[i] = cum[t * K + i] - cum[u * K + i];
+          exp_vec(tmp, tmp, K);
+          for (int64_t i = 0; i < K; ++i) tmp[i] *= kw[u * K + i];
+          dot2(tmp, kw + t * K, qw + t * K, K, &wk, &wq);
         } else {
-          const float dec = std::exp(cum[t] - cum[u]);
+          const float dec = fast_exp(cum[t] - cum[u]);
           wk = dec * WK[u * T + t];
           wq = dec * WQ[u * T + t];
         }
-        axpy(ak, wk, dwin.data() + u * V, V);
-        axpy(aq, wq, dwin.data() + u * V, V);
+        axpy(ak, wk, dwin + u * V, V);
+        axpy(aq, wq, dwin + u * V, V);
       }
       const int64_t pos = ring_pos(p.append_start, int32_t(t), R);
-      float* dt = dwin.data() + t * V;
-      for (int64_t v = 0; v < V; ++v) dt[v] = beta[t] * (vw[size_t(t * V + v)] - ak[v]);
+      float* dt = dwin + t * V;
+      for (int64_t v = 0; v < V; ++v) dt[v] = beta[t] * (vw[t * V + v] - ak[v]);
       store_vec(pool.ring_d, off(pool.ring_d, s, pos, h), V, dt);
       load_vec(pool.ring_d, off(pool.ring_d, s, pos, h), V, dt);  // later reads see the stored value
       const float kq = kda ? dot(kw + t * K, qw + t * K, K) : WQ[t * T + t];
-      for (int64_t v = 0; v < V; ++v) out[size_t(t * V + v)] = aq[v] + kq * dt[v];
+      for (int64_t v = 0; v < V; ++v) out[t * V + v] = aq[v] + kq * dt[v];
     }
-    for (int64_t t = 0; t < T; ++t) store_vec(step.o, off(step.o, b, t, h), V, out.data() + t * V);
+    for (int64_t t = 0; t < T; ++t) store_vec(step.o, off(step.o, b, t, h), V, out + t * V);
   }
 }
 
