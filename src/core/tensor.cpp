@@ -1,4 +1,4 @@
-#include <sstream>
+#include <string>
 #include <unordered_set>
 
 #include "core/check.h"
@@ -57,12 +57,13 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+// Error messages are built with std::to_string, not iostreams: iostream
+// locale state is not safe to touch from an extension module whose process
+// loaded another C++ runtime (seen under torch).
 std::string Tensor::shape_str() const {
-  std::ostringstream os;
-  os << '[';
-  for (int i = 0; i < ndim; ++i) os << (i ? ", " : "") << shape[i];
-  os << ']';
-  return os.str();
+  std::string s = "[";
+  for (int i = 0; i < ndim; ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
 }
 
 Tensor Tensor::view(void* data, DType dtype, std::initializer_list<int64_t> shape, Device device) {
@@ -102,15 +103,13 @@ namespace check {
 void fail(const char* fn, const char* arg, const std::string& msg) { throw Error(fn, arg, msg); }
 
 std::string dims_str(std::initializer_list<int64_t> dims) {
-  std::ostringstream os;
-  os << '[';
+  std::string s = "[";
   int i = 0;
   for (int64_t d : dims) {
-    os << (i++ ? ", " : "");
-    if (d == ANY) os << '*'; else os << d;
+    s += i++ ? ", " : "";
+    s += d == ANY ? std::string("*") : std::to_string(d);
   }
-  os << ']';
-  return os.str();
+  return s + "]";
 }
 
 void present(const char* fn, const char* arg, const Tensor& t) {
