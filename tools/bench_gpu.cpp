@@ -234,14 +234,7 @@ std::string json_escape(const std::string& s) {
   return r;
 }
 
-std::string commit_id() {
-  if (const char* e = std::getenv("REPLAYSSM_COMMIT"); e && *e) return e;
-#if defined(REPLAYSSM_COMMIT)
-  return REPLAYSSM_COMMIT;
-#else
-  return tools::git_commit();
-#endif
-}
+std::string commit_id() { return tools::git_commit(); }
 
 // One measured row (design §7 fields plus method details).
 struct Row {

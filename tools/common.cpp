@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include "common.h"
 
 #include <unistd.h>
@@ -309,6 +310,8 @@ static std::string shell_quote(const std::string& s) {
 }
 
 std::string git_commit() {
+  // An explicit commit wins (binaries carried to a machine without the checkout).
+  if (const char* env = std::getenv("REPLAYSSM_COMMIT"); env && *env) return env;
 #if defined(REPLAYSSM_GIT_COMMIT)
   return REPLAYSSM_GIT_COMMIT;
 #else
