@@ -46,13 +46,20 @@ def baseline_key(r):
             r.get("T", 1), r.get("device"))
 
 
+BASE_MODES = ("baseline", "snapshot_spec")
+
+
+def is_base(r):
+    return r.get("mode") in BASE_MODES
+
+
 def fmt(v, spec, dash="-"):
     return dash if v is None else format(v, spec)
 
 
 def speedup(r, baselines):
     """Baseline time / this row's time, from the same run's baseline row."""
-    if r.get("mode") == "baseline":
+    if is_base(r):
         return None
     if r.get("speedup"):
         return r["speedup"]
@@ -61,7 +68,7 @@ def speedup(r, baselines):
 
 
 def render(rows, out):
-    baselines = {baseline_key(r): r for r in rows if r.get("mode") == "baseline"}
+    baselines = {baseline_key(r): r for r in rows if is_base(r)}
     groups = OrderedDict()
     for r in sorted(rows, key=lambda r: (r.get("family", ""), r.get("shape", ""))):
         groups.setdefault((r.get("family"), r.get("shape")), []).append(r)
@@ -72,9 +79,9 @@ def render(rows, out):
     out.write(f"Commit: {', '.join(commits)}.\n\n")
     for (family, shape), rs in groups.items():
         out.write(f"### {family} {shape}\n\n")
-        out.write("| B | state | mode | L | records | µs/step | floor µs | GB/s | % of copy | speed-up | "
+        out.write("| B | state | mode | L | T | accepted | records | µs/step | floor µs | GB/s | % of copy | speed-up | "
                   "model | flush share | MB/row |\n")
-        out.write("|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+        out.write("|---:|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
         rs.sort(key=lambda r: (r.get("batch", 0), r.get("state_dtype", ""),
                                MODE_ORDER.get(r.get("mode"), 9), r.get("L", 0)))
         for r in rs:
@@ -85,13 +92,15 @@ def render(rows, out):
             if floor is None and bytes_ and r.get("copy_gbps"):
                 floor = bytes_ / (r["copy_gbps"] * 1e3)
             sp = speedup(r, baselines)
-            model = r.get("model_speedup") if r.get("mode") != "baseline" else None
-            flush = r.get("flush_share") if r.get("mode") != "baseline" else None
+            model = r.get("model_speedup") if not is_base(r) else None
+            flush = r.get("flush_share") if not is_base(r) else None
+            T = r.get("T", 1)
+            acc = r.get("accept_mean") if T and T > 1 else None
             records = r.get("records") or r.get("record_dtype", "")
             mem = r.get("mem_bytes_per_row")
             frac = r.get("frac_of_copy")
             out.write(f"| {r.get('batch')} | {r.get('state_dtype')} | {r.get('mode')} | "
-                      f"{r.get('L') or '-'} | {records if records != 'none' else '-'} | {fmt(us, '.2f')} | "
+                      f"{r.get('L') or '-'} | {T} | {fmt(acc, '.2f')} | {records if records != 'none' else '-'} | {fmt(us, '.2f')} | "
                       f"{fmt(floor, '.2f')} | {fmt(gbs, '.0f')} | "
                       f"{fmt(None if frac is None else 100 * frac, '.1f')} | "
                       f"{fmt(sp, '.2f')}{'×' if sp else ''} | {fmt(model, '.2f')}{'×' if model else ''} | "
@@ -116,10 +125,10 @@ def main():
     def keep(r):
         # Baseline rows (L = 0) stay when filtering by L: replay rows need them.
         return ((batch is None or r.get("batch") in batch)
-                and (Ls is None or r.get("mode") == "baseline" or r.get("L") in Ls)
+                and (Ls is None or is_base(r) or r.get("L") in Ls)
                 and (fams is None or r.get("family") in fams)
                 and (states is None or r.get("state_dtype") in states)
-                and (modes is None or r.get("mode") in modes or r.get("mode") == "baseline"))
+                and (modes is None or r.get("mode") in modes or is_base(r)))
 
     rows = [r for r in rows if keep(r)]
     if not a.all_rows:

@@ -33,10 +33,10 @@ namespace {
 
 struct Options {
   std::vector<std::string> families, presets, modes, states;
-  std::vector<int64_t> batches, Ls;
+  std::vector<int64_t> batches, Ls, Ts;
   std::string out, flush = "spread", d_dtype = "fp32";
   bool quick = false, append = false, copy_only = false;
-  double budget_s = 0, target_ms = 0, copy_gib = 2;
+  double budget_s = 0, target_ms = 0, copy_gib = 2, accept_rate = 0.82;
   uint64_t seed = 1234;
 };
 
@@ -54,11 +54,15 @@ void usage() {
       "         [--batch 1,32,64,256,512] [--L 8,16,32] [--state fp32,bf16] [--modes baseline,replay]\n"
       "         [--flush spread|aligned] [--d-dtype fp32|bf16] [--out FILE.jsonl] [--append]\n"
       "         [--quick] [--budget-s SECONDS] [--target-ms MS] [--copy-gib GIB] [--copy-only]\n"
-      "         [--seed N]\n"
+      "         [--seed N] [--T 1,5,8] [--accept-rate P]\n"
       "  --preset  preset names (tools/presets.h: nemotron3, qwen35-122b, kimi, ...), 'all', a\n"
       "            family, or substrings of family/shape (H128-P64-N128-G8, gdn/H16-HV64)\n"
       "  --quick   batch 256, L 16, shapes mamba2 H128-P64, gdn HV64, kda; fp32 and bf16 state\n"
-      "  --budget-s  stop starting new configurations after this many seconds (0 = no limit)");
+      "  --budget-s  stop starting new configurations after this many seconds (0 = no limit)\n"
+      "  --T       tokens per row; T > 1 is speculative decoding (1 + drafts): replay with commit\n"
+      "            vs the snapshot baseline (mode 'baseline' = snapshot); rows with L < T skipped\n"
+      "  --accept-rate  per-draft acceptance probability (default 0.82: mean 3.5 of T = 5);\n"
+      "            accepted = 1 + leading accepted drafts, drawn per row and step");
 }
 
 int apply_defaults(Options& o);
@@ -94,6 +98,8 @@ int parse(int argc, char** argv, Options& o, bool defaults = false) {
       else if (a == "--state") o.states = split(v);
       else if (a == "--batch") { o.batches.clear(); for (auto& t : split(v)) o.batches.push_back(std::stoll(t)); }
       else if (a == "--L") { o.Ls.clear(); for (auto& t : split(v)) o.Ls.push_back(std::stoll(t)); }
+      else if (a == "--T") { o.Ts.clear(); for (auto& t : split(v)) o.Ts.push_back(std::stoll(t)); }
+      else if (a == "--accept-rate") o.accept_rate = std::stod(v);
       else if (a == "--out") o.out = v;
       else if (a == "--flush") o.flush = v;
       else if (a == "--d-dtype") o.d_dtype = v;
@@ -117,6 +123,9 @@ int apply_defaults(Options& o) {
   if (o.batches.empty()) o.batches = o.quick ? std::vector<int64_t>{256} : std::vector<int64_t>{1, 32, 64, 256, 512};
   if (o.Ls.empty()) o.Ls = o.quick ? std::vector<int64_t>{16} : std::vector<int64_t>{8, 16, 32};
   if (o.target_ms <= 0) o.target_ms = o.quick ? 100 : 150;
+  if (o.Ts.empty()) o.Ts = {1};
+  for (int64_t t : o.Ts) if (t < 1 || t > 8) { std::fprintf(stderr, "bench: T must be in [1, 8]\n"); return 2; }
+  if (!(o.accept_rate >= 0 && o.accept_rate <= 1)) { std::fprintf(stderr, "bench: --accept-rate in [0, 1]\n"); return 2; }
   for (const auto& m : o.modes)
     if (m != "baseline" && m != "replay") { std::fprintf(stderr, "bench: unknown mode %s\n", m.c_str()); return 2; }
   for (const auto& f : o.families)
@@ -271,16 +280,16 @@ std::string to_json(const Row& r, double copy_gbps, const std::string& device, c
 }
 
 void print_header() {
-  std::printf("%-6s %-20s %5s %3s %5s %-8s %10s %9s %6s %8s %6s %7s %7s %6s\n", "family", "shape", "B", "L",
+  std::printf("%-6s %-20s %5s %3s %2s %5s %-13s %10s %9s %6s %8s %6s %7s %7s %6s\n", "family", "shape", "B", "L", "T",
               "state", "mode", "us/step", "floor_us", "/floor", "GB/s", "%copy", "speedup", "model", "flush");
 }
 void print_row(const Row& r) {
   char sp[16] = "-", ms[16] = "-", fl[16] = "-";
   if (r.speedup > 0) std::snprintf(sp, sizeof sp, "%.2fx", r.speedup);
   if (r.model_speedup > 0) std::snprintf(ms, sizeof ms, "%.2fx", r.model_speedup);
-  if (r.mode == "replay") std::snprintf(fl, sizeof fl, "%.3f", r.flush_share);
-  std::printf("%-6s %-20s %5lld %3lld %5s %-8s %10.2f %9.2f %5.2fx %8.0f %5.1f%% %7s %7s %6s%s%s\n",
-              r.family.c_str(), r.shape.c_str(), (long long)r.batch, (long long)r.L, r.state.c_str(),
+  if (r.mode == "replay" || r.mode == "replay_spec") std::snprintf(fl, sizeof fl, "%.3f", r.flush_share);
+  std::printf("%-6s %-20s %5lld %3lld %2lld %5s %-13s %10.2f %9.2f %5.2fx %8.0f %5.1f%% %7s %7s %6s%s%s\n",
+              r.family.c_str(), r.shape.c_str(), (long long)r.batch, (long long)r.L, (long long)r.T, r.state.c_str(),
               r.mode.c_str(), r.us, r.floor_us, r.us / r.floor_us, r.bytes / (r.us * 1e3), 100 * r.frac, sp, ms, fl, r.timing.graph ? "" : " (eager)",
               r.finite ? "" : " NONFINITE");
   std::fflush(stdout);
@@ -365,13 +374,14 @@ int run(int argc, char** argv) {
             return false;
           }
         };
+        for (int64_t T : o.Ts) {
         std::unique_ptr<Case> c;
         // Pool: enough slot sets that the states exceed pool_target.
         const int64_t bytes_state = (shape.family == "mamba2" ? shape.H * shape.P * shape.N
                                                               : shape.HV * shape.V * shape.K) *
                                     int64_t(dtype_size(state));
         const int64_t nsets = std::max<int64_t>(1, int64_t(std::ceil(pool_target / double(bytes_state * B))));
-        if (!guarded("setup", [&] { c = make_case(shape, B, nsets, state, DType::bf16, d_dtype, L_max, o.seed + uint64_t(B)); }))
+        if (!guarded("setup", [&] { c = make_case(shape, B, nsets, state, DType::bf16, d_dtype, L_max, o.seed + uint64_t(B), T); }))
           continue;
         const ByteModel bm = c->bytes();
         Row proto;
@@ -393,6 +403,61 @@ int run(int argc, char** argv) {
           if (out) { std::fprintf(out, "%s\n", to_json(r, copy_gbps, device, commit, command).c_str()); std::fflush(out); }
           ++rows;
         };
+        proto.T = T;
+        if (T > 1) {
+          // Speculative decoding: snapshot baseline vs replay with commit.
+          // A seeded acceptance trace of >= 1,000 steps (design §7), whole slot-set cycles.
+          const int64_t spec_steps = nsets * std::max<int64_t>(1, (1000 + nsets - 1) / nsets);
+          const double accept_mean = c->prepare_acceptance(spec_steps, o.accept_rate, o.seed + 7 * uint64_t(T));
+          proto.accept_mean = accept_mean;
+          Row snap = proto;
+          if (want_base) {
+            guarded("snapshot T=" + std::to_string(T), [&] {
+              const int64_t nsnap = std::max<int64_t>(
+                  1, int64_t(std::ceil(pool_target / double(bytes_state * B * T))));
+              c->prepare_snapshot(nsnap);
+              snap.mode = "snapshot_spec";
+              snap.record = snap.records = "none";
+              snap.L = 0;
+              snap.flush_layout = "none";
+              snap.slot_sets = nsnap;
+              snap.pool_slots = nsnap * B * T;
+              snap.mem_bytes_per_row = c->snapshot_mem_bytes_per_row();
+              snap.bytes = snapshot_bytes_per_step(bm, B, T);
+              snap.timing = time_steps([&](int64_t i) { c->step_spec(false, i % nsets, i, exec); }, spec_steps,
+                                       stream, exec, o.target_ms);
+              snap.us = snap.timing.us_per_step;
+              c->prepare_snapshot(0);  // release the snapshot pool before the replay rows
+              finish(snap);
+            });
+          }
+          for (int64_t L : want_replay ? o.Ls : std::vector<int64_t>{}) {
+            if (L < T) continue;
+            if (o.budget_s > 0 && elapsed() > o.budget_s) { ++skipped; continue; }
+            guarded("replay T=" + std::to_string(T) + " L=" + std::to_string(L), [&] {
+              Row r = proto;
+              r.mode = "replay_spec";
+              r.L = L;
+              r.flush_layout = "spread";
+              r.record = dtype_label(c->record_dtype());
+              r.records = c->record_desc();
+              c->prepare_spec(L, o.seed + uint64_t(L));
+              const FlushStats fs = c->simulate_spec(spec_steps, 4);
+              r.flush_share = fs.flush_share;
+              r.flush_peak = fs.flush_peak;
+              r.hist_mean = fs.hist_mean;
+              r.bytes = spec_replay_bytes_per_step(bm, fs, B, T);
+              r.mem_bytes_per_row = c->replay_mem_bytes_per_row();
+              r.model_speedup = snapshot_bytes_per_step(bm, B, T) / r.bytes;
+              r.timing = time_steps([&](int64_t i) { c->step_spec(true, i % nsets, i, exec); }, spec_steps,
+                                    stream, exec, o.target_ms);
+              r.us = r.timing.us_per_step;
+              if (snap.us > 0) r.speedup = snap.us / r.us;
+              finish(r);
+            });
+          }
+          continue;
+        }
         Row base = proto;
         if (want_base) {
           guarded("baseline", [&] {
@@ -434,6 +499,7 @@ int run(int argc, char** argv) {
             finish(r);
           });
         }
+        }  // T
       }
     }
   }

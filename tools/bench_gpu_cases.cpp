@@ -115,6 +115,17 @@ double replay_bytes_per_step(const ByteModel& m, const FlushStats& f, int64_t B)
   return double(B) * row + m.params;
 }
 
+double snapshot_bytes_per_step(const ByteModel& m, int64_t B, int64_t T) {
+  const double t = double(T);
+  return double(B) * (m.state * (1 + t) + t * (m.inputs + m.outputs) + 4) + m.params;
+}
+double spec_replay_bytes_per_step(const ByteModel& m, const FlushStats& f, int64_t B, int64_t T) {
+  const double t = double(T);
+  const double row = m.state * (1 + f.flush_share) + m.record * (t + f.hist_mean + f.fold_mean) +
+                     t * (m.inputs + m.outputs) + m.cursor + 4;
+  return double(B) * row + m.params;
+}
+
 // ---------------------------------------------------------------------------
 // Case: slot sets, cursors, flush simulation, output check.
 
@@ -178,6 +189,67 @@ FlushStats Case::simulate(int64_t steps) const {
   return {flushes / rs, peak, hist / rs, fold / rs};
 }
 
+Tensor Case::accepted_view(int64_t i) const {
+  return Tensor::view(static_cast<int32_t*>(acc_.get()) + (i % acc_steps_) * B, DType::i32, {B}, Device::cuda);
+}
+
+double Case::prepare_acceptance(int64_t steps, double rate, uint64_t seed) {
+  acc_steps_ = steps;
+  host_acc_.resize(size_t(steps * B));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  double sum = 0;
+  for (auto& a : host_acc_) {
+    a = 1;
+    while (a < T && u(rng) < rate) ++a;
+    sum += a;
+  }
+  acc_ = DeviceBuffer(host_acc_.size() * 4);
+  cuda_ok(cudaMemcpy(acc_.get(), host_acc_.data(), host_acc_.size() * 4, cudaMemcpyHostToDevice), "acceptances");
+  return sum / double(host_acc_.size());
+}
+
+void Case::prepare_spec(int64_t L_, uint64_t seed) {
+  if (L_ < T || L_ > L_max) throw std::runtime_error("prepare_spec: L out of range [T, L_max]");
+  L = L_;
+  std::mt19937_64 rng(seed);
+  for (auto& c : host_cursor_) {
+    c.start = int32_t(rng() % uint64_t(R()));
+    c.count = int32_t(rng() % uint64_t(L + 1));
+    c.pending = int32_t(T);
+  }
+  cuda_ok(cudaMemcpy(cursor_.get(), host_cursor_.data(), size_t(S) * sizeof(RingCursor),
+                     cudaMemcpyHostToDevice), "cursor upload");
+}
+
+FlushStats Case::simulate_spec(int64_t steps, int passes) const {
+  std::vector<RingCursor> c = host_cursor_;
+  double flushes = 0, hist = 0, fold = 0, peak = 0, rs = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+    for (int64_t i = 0; i < steps; ++i) {
+      const int32_t* set = host_slots_.data() + (i % nsets) * B;
+      const int32_t* acc = host_acc_.data() + (i % acc_steps_) * B;
+      int64_t step_flushes = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        RingCursor& cur = c[size_t(set[b])];
+        ring_commit(cur, acc[b]);
+        const StepPlan p = ring_plan_step(cur, int32_t(T), int32_t(L), int32_t(R()));
+        cur = p.next;
+        if (pass == 0) continue;
+        step_flushes += p.flush;
+        hist += p.hist_count;
+        fold += p.fold_count;
+      }
+      if (pass == 0) continue;
+      flushes += double(step_flushes);
+      peak = std::max(peak, double(step_flushes) / double(B));
+      rs += double(B);
+    }
+  }
+  rs = std::max(rs, 1.0);
+  return {flushes / rs, peak, hist / rs, fold / rs};
+}
+
 bool Case::outputs_finite(int64_t* nonzero) const {
   cuda_ok(cudaDeviceSynchronize(), "sync before output check");
   const int64_t n = out_.numel();
@@ -204,6 +276,15 @@ static Tensor make_filled(std::vector<DeviceBuffer>& store, DType dt, std::initi
   return Tensor::view(store.back().get(), dt, shape, Device::cuda);
 }
 
+// Device i32 [n] holding 0, 1, ..., n − 1; keeps its buffer in `store`.
+static void* make_index(std::vector<DeviceBuffer>& store, int64_t n) {
+  std::vector<int32_t> h(static_cast<size_t>(n));
+  std::iota(h.begin(), h.end(), 0);
+  store.emplace_back(size_t(n) * 4);
+  cuda_ok(cudaMemcpy(store.back().get(), h.data(), h.size() * 4, cudaMemcpyHostToDevice), "index upload");
+  return store.back().get();
+}
+
 // ---------------------------------------------------------------------------
 // Mamba-2. Gates: A = −exp(A_log), A_log ∈ [0, ln 16]; δ = softplus(dt + dt_bias)
 // spans ≈ 1e-3 .. 1, so decays exp(δA) range from ≈ 1 to ≈ e^-16.
@@ -211,25 +292,26 @@ static Tensor make_filled(std::vector<DeviceBuffer>& store, DType dt, std::initi
 class Mamba2Case final : public Case {
  public:
   Mamba2Case(const ModelShape& s, int64_t B_, int64_t nsets_, DType state, DType act_, int64_t L_max_,
-             uint64_t seed)
+             uint64_t seed, int64_t T_)
       : s_(s) {
     state_dtype = state;
     act = act_;
+    T = T_;
     init_common(B_, nsets_, L_max_, seed);
-    const int64_t H = s.H, P = s.P, N = s.N, G = s.G, Rm = L_max + 1;
+    const int64_t H = s.H, P = s.P, N = s.N, G = s.G, Rm = L_max + T;
     pool_.state = make_filled(buf_, state, {S, H, P, N}, Dist::normal, 0, 0.1, seed + 1);
     ring_x_ = make_filled(buf_, act, {S, Rm, H, P}, Dist::normal, 0, 1, seed + 2).data;
     ring_dt_ = make_filled(buf_, DType::f32, {S, Rm, H}, Dist::uniform, 1e-3, 0.3, seed + 3).data;
     ring_B_ = make_filled(buf_, act, {S, Rm, G, N}, Dist::normal, 0, 1, seed + 4).data;
-    step_.x = make_filled(buf_, act, {B, 1, H, P}, Dist::normal, 0, 1, seed + 5);
-    step_.dt = make_filled(buf_, act, {B, 1, H}, Dist::uniform, -4, 1.5, seed + 6);
-    step_.Bm = make_filled(buf_, act, {B, 1, G, N}, Dist::normal, 0, 1, seed + 7);
-    step_.Cm = make_filled(buf_, act, {B, 1, G, N}, Dist::normal, 0, 1, seed + 8);
+    step_.x = make_filled(buf_, act, {B, T, H, P}, Dist::normal, 0, 1, seed + 5);
+    step_.dt = make_filled(buf_, act, {B, T, H}, Dist::uniform, -4, 1.5, seed + 6);
+    step_.Bm = make_filled(buf_, act, {B, T, G, N}, Dist::normal, 0, 1, seed + 7);
+    step_.Cm = make_filled(buf_, act, {B, T, G, N}, Dist::normal, 0, 1, seed + 8);
     step_.A = make_filled(buf_, DType::f32, {H}, Dist::uniform, -16, -1, seed + 9);
     step_.dt_bias = make_filled(buf_, DType::f32, {H}, Dist::uniform, -3, -1, seed + 10);
     step_.D = make_filled(buf_, DType::f32, {H}, Dist::normal, 0, 1, seed + 11);
     step_.dt_softplus = true;
-    step_.y = make_filled(buf_, act, {B, 1, H, P}, Dist::uniform, 0, 0, seed + 12);
+    step_.y = make_filled(buf_, act, {B, T, H, P}, Dist::uniform, 0, 0, seed + 12);
     out_ = step_.y;
     pool_.cursor = cursor_view();
     pool_.A = step_.A;
@@ -249,6 +331,31 @@ class Mamba2Case final : public Case {
     mamba2_replay_step(step_, pool_, Tensor{}, true, exec);
   }
 
+  void prepare_snapshot(int64_t nsets_snap) override {
+    snap_sets_ = nsets_snap;
+    snap_buf_.clear();
+    if (nsets_snap == 0) return;
+    snap_state_ = make_filled(snap_buf_, state_dtype, {nsets_snap * B * T, s_.H, s_.P, s_.N}, Dist::normal, 0, 0.1, 77);
+    snap_idx_ = make_index(snap_buf_, nsets_snap * B * T);
+  }
+  void step_spec(bool replay, int64_t set, int64_t i, const Exec& exec) override {
+    if (!replay) {
+      const int64_t ss = i % snap_sets_;
+      const Tensor idx = Tensor::view(static_cast<int32_t*>(snap_idx_) + ss * B * T, DType::i32, {B, T}, Device::cuda);
+      mamba2_snapshot_decode(step_, snap_state_, idx, accepted_view(i), exec);
+      return;
+    }
+    step_.slot = slot_view(set);
+    pool_.ring_x = Tensor::view(ring_x_, act, {S, R(), s_.H, s_.P}, Device::cuda);
+    pool_.ring_dt = Tensor::view(ring_dt_, DType::f32, {S, R(), s_.H}, Device::cuda);
+    pool_.ring_B = Tensor::view(ring_B_, act, {S, R(), s_.G, s_.N}, Device::cuda);
+    pool_.L = L;
+    mamba2_replay_step(step_, pool_, accepted_view(i), false, exec);
+  }
+  int64_t snapshot_mem_bytes_per_row() const override {
+    return mamba2_snapshot_bytes_per_row({s_.H, s_.P, s_.N, s_.G}, state_dtype, T);
+  }
+
   ByteModel bytes() const override {
     const double sa = double(dtype_size(act)), H = double(s_.H), P = double(s_.P), GN = double(s_.G * s_.N);
     ByteModel m;
@@ -261,7 +368,7 @@ class Mamba2Case final : public Case {
     return m;
   }
   int64_t replay_mem_bytes_per_row() const override {
-    return mamba2_replay_bytes_per_row({s_.H, s_.P, s_.N, s_.G}, state_dtype, act, L, 1);
+    return mamba2_replay_bytes_per_row({s_.H, s_.P, s_.N, s_.G}, state_dtype, act, L, T);
   }
   std::string record_desc() const override {
     return std::string("x:") + dtype_label(act) + " dt:fp32 B:" + dtype_label(act);
@@ -274,6 +381,10 @@ class Mamba2Case final : public Case {
   void *ring_x_ = nullptr, *ring_dt_ = nullptr, *ring_B_ = nullptr;
   Mamba2Step step_;
   Mamba2Pool pool_;
+  std::vector<DeviceBuffer> snap_buf_;
+  Tensor snap_state_;
+  void* snap_idx_ = nullptr;
+  int64_t snap_sets_ = 1;
 };
 
 // ---------------------------------------------------------------------------
@@ -283,12 +394,13 @@ class Mamba2Case final : public Case {
 class DeltaCase final : public Case {
  public:
   DeltaCase(const ModelShape& s, int64_t B_, int64_t nsets_, DType state, DType act_, DType d_dtype,
-            int64_t L_max_, uint64_t seed)
+            int64_t L_max_, uint64_t seed, int64_t T_)
       : s_(s), f_(s.family == "kda" ? DeltaFamily::kda : DeltaFamily::gdn), d_dtype_(d_dtype) {
     state_dtype = state;
     act = act_;
+    T = T_;
     init_common(B_, nsets_, L_max_, seed);
-    const int64_t H = s.H, HV = s.HV, K = s.K, V = s.V, Rm = L_max + 1;
+    const int64_t H = s.H, HV = s.HV, K = s.K, V = s.V, Rm = L_max + T;
     const bool kda = f_ == DeltaFamily::kda;
     const int64_t GK = kda ? K : 1;  // gate channels per value head
     state_ = make_filled(buf_, state, {S, HV, V, K}, Dist::normal, 0, 0.05, seed + 1);
@@ -296,17 +408,17 @@ class DeltaCase final : public Case {
     ring_k_ = make_filled(buf_, act, {S, Rm, H, K}, Dist::normal, 0, 1, seed + 3).data;
     ring_ks_ = make_filled(buf_, DType::f32, {S, Rm, H}, Dist::uniform, 0.07, 0.11, seed + 4).data;
     ring_g_ = make_filled(buf_, DType::f32, {S, Rm, HV * GK}, Dist::uniform, -1.5, -1e-3, seed + 5).data;
-    step_.q = make_filled(buf_, act, {B, 1, H, K}, Dist::normal, 0, 1, seed + 6);
-    step_.k = make_filled(buf_, act, {B, 1, H, K}, Dist::normal, 0, 1, seed + 7);
-    step_.v = make_filled(buf_, act, {B, 1, HV, V}, Dist::normal, 0, 1, seed + 8);
-    step_.g = kda ? make_filled(buf_, act, {B, 1, HV, K}, Dist::uniform, -4, 2, seed + 9)
-                  : make_filled(buf_, act, {B, 1, HV}, Dist::uniform, -4, 2, seed + 9);
-    step_.beta = make_filled(buf_, act, {B, 1, HV}, Dist::normal, 0, 2, seed + 10);
+    step_.q = make_filled(buf_, act, {B, T, H, K}, Dist::normal, 0, 1, seed + 6);
+    step_.k = make_filled(buf_, act, {B, T, H, K}, Dist::normal, 0, 1, seed + 7);
+    step_.v = make_filled(buf_, act, {B, T, HV, V}, Dist::normal, 0, 1, seed + 8);
+    step_.g = kda ? make_filled(buf_, act, {B, T, HV, K}, Dist::uniform, -4, 2, seed + 9)
+                  : make_filled(buf_, act, {B, T, HV}, Dist::uniform, -4, 2, seed + 9);
+    step_.beta = make_filled(buf_, act, {B, T, HV}, Dist::normal, 0, 2, seed + 10);
     step_.A_log = make_filled(buf_, DType::f32, {HV}, Dist::uniform, 0, std::log(16.0), seed + 11);
     step_.dt_bias = kda ? make_filled(buf_, DType::f32, {HV, K}, Dist::uniform, -2, 1, seed + 12)
                         : make_filled(buf_, DType::f32, {HV}, Dist::uniform, -2, 1, seed + 12);
     step_.gating = DeltaGating{};  // raw gate, raw beta, L2-normalised q/k, q_scale K^-1/2
-    step_.o = make_filled(buf_, act, {B, 1, HV, V}, Dist::uniform, 0, 0, seed + 13);
+    step_.o = make_filled(buf_, act, {B, T, HV, V}, Dist::uniform, 0, 0, seed + 13);
     out_ = step_.o;
     pool_.state = state_;
     pool_.cursor = cursor_view();
@@ -328,6 +440,34 @@ class DeltaCase final : public Case {
     delta_replay_step(f_, step_, pool_, Tensor{}, true, exec);
   }
 
+  void prepare_snapshot(int64_t nsets_snap) override {
+    snap_sets_ = nsets_snap;
+    snap_buf_.clear();
+    if (nsets_snap == 0) return;
+    snap_state_ = make_filled(snap_buf_, state_dtype, {nsets_snap * B * T, s_.HV, s_.V, s_.K}, Dist::normal, 0, 0.05, 77);
+    snap_idx_ = make_index(snap_buf_, nsets_snap * B * T);
+  }
+  void step_spec(bool replay, int64_t set, int64_t i, const Exec& exec) override {
+    if (!replay) {
+      const int64_t ss = i % snap_sets_;
+      const Tensor idx = Tensor::view(static_cast<int32_t*>(snap_idx_) + ss * B * T, DType::i32, {B, T}, Device::cuda);
+      delta_snapshot_decode(f_, step_, snap_state_, idx, accepted_view(i), exec);
+      return;
+    }
+    step_.slot = slot_view(set);
+    const int64_t H = s_.H, HV = s_.HV, K = s_.K, V = s_.V;
+    pool_.ring_d = Tensor::view(ring_d_, d_dtype_, {S, R(), HV, V}, Device::cuda);
+    pool_.ring_k = Tensor::view(ring_k_, act, {S, R(), H, K}, Device::cuda);
+    pool_.ring_ks = Tensor::view(ring_ks_, DType::f32, {S, R(), H}, Device::cuda);
+    pool_.ring_g = f_ == DeltaFamily::kda ? Tensor::view(ring_g_, DType::f32, {S, R(), HV, K}, Device::cuda)
+                                          : Tensor::view(ring_g_, DType::f32, {S, R(), HV}, Device::cuda);
+    pool_.L = L;
+    delta_replay_step(f_, step_, pool_, accepted_view(i), false, exec);
+  }
+  int64_t snapshot_mem_bytes_per_row() const override {
+    return delta_snapshot_bytes_per_row({s_.H, s_.HV, s_.K, s_.V}, state_dtype, T);
+  }
+
   ByteModel bytes() const override {
     const double sa = double(dtype_size(act)), H = double(s_.H), HV = double(s_.HV), K = double(s_.K),
                  V = double(s_.V);
@@ -342,7 +482,7 @@ class DeltaCase final : public Case {
     return m;
   }
   int64_t replay_mem_bytes_per_row() const override {
-    return delta_replay_bytes_per_row(f_, {s_.H, s_.HV, s_.K, s_.V}, state_dtype, act, d_dtype_, L, 1);
+    return delta_replay_bytes_per_row(f_, {s_.H, s_.HV, s_.K, s_.V}, state_dtype, act, d_dtype_, L, T);
   }
   std::string record_desc() const override {
     return std::string("d:") + dtype_label(d_dtype_) + " k:" + dtype_label(act) + " ks:fp32 g:fp32";
@@ -358,12 +498,16 @@ class DeltaCase final : public Case {
   void *ring_d_ = nullptr, *ring_k_ = nullptr, *ring_ks_ = nullptr, *ring_g_ = nullptr;
   DeltaStep step_;
   DeltaPool pool_;
+  std::vector<DeviceBuffer> snap_buf_;
+  Tensor snap_state_;
+  void* snap_idx_ = nullptr;
+  int64_t snap_sets_ = 1;
 };
 
 std::unique_ptr<Case> make_case(const ModelShape& shape, int64_t B, int64_t nsets, DType state,
-                                DType act, DType d_dtype, int64_t L_max, uint64_t seed) {
-  if (shape.family == "mamba2") return std::make_unique<Mamba2Case>(shape, B, nsets, state, act, L_max, seed);
-  return std::make_unique<DeltaCase>(shape, B, nsets, state, act, d_dtype, L_max, seed);
+                                DType act, DType d_dtype, int64_t L_max, uint64_t seed, int64_t T) {
+  if (shape.family == "mamba2") return std::make_unique<Mamba2Case>(shape, B, nsets, state, act, L_max, seed, T);
+  return std::make_unique<DeltaCase>(shape, B, nsets, state, act, d_dtype, L_max, seed, T);
 }
 
 }  // namespace replayssm::bench

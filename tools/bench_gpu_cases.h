@@ -100,6 +100,26 @@ class Case {
   // Enqueue one step on slot set `set` (baseline: standard decode; replay:
   // replay step with T = 1 and commit_all).
   virtual void step(bool replay, int64_t set, const Exec& exec) = 0;
+
+  // Speculative steps (T = 1 + drafts tokens per row, design §3).
+  // Draws acceptances for `steps` steps: per row and step, each of the T − 1
+  // drafts is accepted with probability `rate` until the first rejection, so
+  // accepted = 1 + (leading accepted drafts) ∈ [1, T]. Returns the mean.
+  double prepare_acceptance(int64_t steps, double rate, uint64_t seed);
+  // Replay cursors for capacity L: random start, committed count in [0, L],
+  // and a pending window of T records, so every step commits first.
+  void prepare_spec(int64_t L, uint64_t seed);
+  // Simulates `passes` × `steps` speculative replay steps from the current
+  // cursors (the timed graph repeats the same acceptances) and returns the
+  // averages over all but the first pass.
+  FlushStats simulate_spec(int64_t steps, int passes) const;
+  // Snapshot baseline pool: nsets_snap sets of B·T per-token state slots
+  // (0 releases it).
+  virtual void prepare_snapshot(int64_t nsets_snap) = 0;
+  // Enqueue speculative step `i` (acceptances of step i % steps) on slot set
+  // `set`: replay step committing the previous window, or snapshot decode.
+  virtual void step_spec(bool replay, int64_t set, int64_t i, const Exec& exec) = 0;
+  virtual int64_t snapshot_mem_bytes_per_row() const = 0;
   // Synchronises, copies the outputs of the last step and checks them.
   bool outputs_finite(int64_t* nonzero) const;
   virtual ByteModel bytes() const = 0;
@@ -107,25 +127,36 @@ class Case {
   virtual std::string record_desc() const = 0;  // e.g. "x:bf16 dt:fp32 B:bf16"
   virtual DType record_dtype() const = 0;       // dtype of the main record
 
-  int64_t B = 0, S = 0, nsets = 0, L = 0, L_max = 0;
+  int64_t B = 0, S = 0, nsets = 0, L = 0, L_max = 0, T = 1;
   DType state_dtype = DType::f32, act = DType::bf16;
 
  protected:
   void init_common(int64_t B_, int64_t nsets_, int64_t L_max_, uint64_t seed);
   Tensor slot_view(int64_t set) const;
   Tensor cursor_view() const;
-  int64_t R() const { return L + 1; }
+  Tensor accepted_view(int64_t i) const;
+  int64_t R() const { return L + T; }
 
   DeviceBuffer slots_;   // [nsets, B] i32: a random permutation of the S slots
   DeviceBuffer cursor_;  // [S, 3] i32
   std::vector<int32_t> host_slots_;
   std::vector<RingCursor> host_cursor_;
+  DeviceBuffer acc_;                 // [acc_steps_, B] i32
+  std::vector<int32_t> host_acc_;
+  int64_t acc_steps_ = 0;
   Tensor out_;           // the step's output tensor (checked for finiteness)
 };
 
-// Builds a case; the pool holds nsets·B slots. d_dtype: GDN/KDA ring_d dtype.
+// Bytes of one speculative step over all B rows (T tokens per row):
+// snapshot reads one state and writes T; replay as replay_bytes_per_step with
+// T records appended, plus the acceptances.
+double snapshot_bytes_per_step(const ByteModel& m, int64_t B, int64_t T);
+double spec_replay_bytes_per_step(const ByteModel& m, const FlushStats& f, int64_t B, int64_t T);
+
+// Builds a case of T tokens per row; the pool holds nsets·B slots. d_dtype:
+// GDN/KDA ring_d dtype.
 std::unique_ptr<Case> make_case(const ModelShape& shape, int64_t B, int64_t nsets, DType state,
-                                DType act, DType d_dtype, int64_t L_max, uint64_t seed);
+                                DType act, DType d_dtype, int64_t L_max, uint64_t seed, int64_t T = 1);
 
 }  // namespace replayssm::bench
 #endif  // REPLAYSSM_WITH_CUDA

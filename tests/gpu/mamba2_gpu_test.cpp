@@ -352,6 +352,139 @@ TEST(Mamba2Gpu, SlotOperations) {
   }
 }
 
+// Step + commit captured once in a CUDA graph (fixed batch, fixed buffers),
+// replayed 240 times with new inputs and new acceptances uploaded into the
+// same device tensors between replays; outputs and checkpoint match the
+// reference after every replay.
+TEST(Mamba2Gpu, GraphReplayChangingAcceptances) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(31);
+  const Shape s{16, 64, 128, 4};
+  for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}}) {
+    const double t = tol(d.state, d.act);
+    const int64_t T = 5, L = 16;
+    Pool pool(rng, 6, s, d, L, T);
+    Step st(rng, 3, T, s, d, {4, -1, 1}, true, pool.layer);
+    // The first window has nothing to commit: eager, without num_accepted.
+    mamba2_replay_step(st.host(), pool.host(), Tensor{}, false, ref_exec());
+    mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, false, Exec{Backend::cuda});
+    HostTensor acc(DType::i32, {3});
+    acc.fill(1.0);
+    DeviceTensor dacc(acc);
+    cudaStream_t cs;
+    RSSM_CUDA_OK(cudaStreamCreate(&cs));  // blocking: ordered with the uploads below
+    Exec ge{Backend::cuda, cs, 0, nullptr};
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t gexec = nullptr;
+    RSSM_CUDA_OK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+    mamba2_replay_step(st.dev(), pool.dev(), dacc, false, ge);
+    RSSM_CUDA_OK(cudaStreamEndCapture(cs, &graph));
+    RSSM_CUDA_OK(cudaGraphInstantiate(&gexec, graph, 0));
+    int flushes = 0;
+    std::uniform_int_distribution<int> a(1, int(T));
+    for (int it = 0; it < 240; ++it) {
+      st.x.fill_normal(rng);
+      st.dt.fill_uniform(rng, -4.0, 1.0);
+      st.Bm.fill_normal(rng, 0, 0.3);
+      st.Cm.fill_normal(rng, 0, 0.3);
+      st.z.fill_normal(rng);
+      st.upload();  // same device buffers (sizes unchanged); NaN-poisons y
+      for (int b = 0; b < 3; ++b) acc.set(b, a(rng));
+      dacc.upload(acc);
+      const int32_t count0 = int32_t(pool.cursor.get(4 * 3 + 1));
+      RSSM_CUDA_OK(cudaGraphLaunch(gexec, cs));
+      RSSM_CUDA_OK(cudaStreamSynchronize(cs));
+      mamba2_replay_step(st.host(), pool.host(), acc, false, ref_exec());
+      flushes += count0 + int32_t(acc.get(0)) + T > L;
+      EXPECT_LE(err(download(st.dy), st.y), t) << name(d) << " replay " << it;
+      EXPECT_LE(err(download(pool.dstate), pool.state), t) << name(d) << " checkpoint, replay " << it;
+      if (::testing::Test::HasFailure()) break;
+    }
+    EXPECT_GE(flushes, 20) << "the schedule must flush";
+    pool.expect_match(t, "graph " + name(d));
+    cudaGraphExecDestroy(gexec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(cs);
+  }
+}
+
+// 1,000 speculative steps at every model shape of design §6 with T drawn from
+// {2, 4, 5, 8} each step, random acceptances per row, a pad row, and rows
+// leaving and joining (after a varlen prefill) mid-stream. Oracle: the fast
+// CPU backend on host copies (itself checked against the fp64 reference by
+// the CPU tests); outputs every step, pool after every step that flushed.
+TEST(Mamba2Gpu, SpeculativeLongRunModelShapes) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(37);
+  const Dtypes d{DType::f32, DType::bf16, DType::f32};
+  const double t = 2 * tol(d.state, d.act);  // GPU fp32 vs CPU fp32: both within tol of fp64
+  const Exec cpu{Backend::cpu};
+  for (const Shape& s : MODEL_SHAPES) {
+    const std::string what = "H" + std::to_string(s.H) + " P" + std::to_string(s.P);
+    const int64_t L = 16, Tmax = 8, S = 5;
+    Pool pool(rng, S, s, d, L, Tmax);
+    std::vector<int64_t> rows = {0, -1, 1};  // slot per row; -1 = pad
+    int64_t next_slot = 2;
+    std::vector<int32_t> last_T(3, 0);        // pending window per row (0 = none)
+    const int64_t T_choices[] = {2, 4, 5, 8};
+    int flushes = 0;
+    for (int step = 0; step < 1000; ++step) {
+      if (step > 0 && step % 250 == 0 && next_slot < S) {
+        // Row 2 leaves (its slot is abandoned) and a new sequence joins on a
+        // fresh slot after a prefill; the others' windows are committed first.
+        HostTensor cs = index_tensor({rows[0]}), ca(DType::i32, {1});
+        ca.set(0, 1 + int(rng() % uint32_t(last_T[0])));
+        const DeviceTensor dcs(cs), dca(ca);
+        mamba2_commit(pool.host(), cs, -1, ca, cpu);
+        mamba2_commit(pool.dev(), dcs, -1, dca, Exec{Backend::cuda});
+        last_T[0] = 0;
+        rows[2] = next_slot++;
+        last_T[2] = 0;
+        const int64_t len = 1 + int64_t(rng() % 40);
+        Step pf(rng, 1, len, s, d, {0}, true, pool.layer);
+        auto flat = [](Tensor v) { for (int i = 1; i < v.ndim; ++i) { v.shape[i - 1] = i == 1 ? v.shape[0] * v.shape[1] : v.shape[i]; v.stride[i - 1] = v.stride[i]; } v.ndim -= 1; return v; };
+        HostTensor cu = index_tensor({0, len}), ps = index_tensor({rows[2]});
+        const DeviceTensor dcu(cu), dps(ps);
+        Mamba2Prefill hp{flat(pf.x), flat(pf.dt), flat(pf.Bm), flat(pf.Cm), flat(pf.z), pf.A, pf.dt_bias, pf.D, true, cu, ps, -1, Tensor{}, flat(pf.y)};
+        Mamba2Prefill dp{flat(pf.dx), flat(pf.ddt), flat(pf.dB), flat(pf.dC), flat(pf.dz), pf.dA, pf.dbias, pf.dD, true, dcu, dps, -1, Tensor{}, flat(pf.dy)};
+        mamba2_prefill(hp, pool.host(), cpu);
+        mamba2_prefill(dp, pool.dev(), Exec{Backend::cuda});
+        EXPECT_LE(err(download(pf.dy), pf.y), t) << what << " prefill at step " << step;
+      }
+      const int64_t T = T_choices[rng() % 4];
+      Step st(rng, 3, T, s, d, rows, step % 3 == 0, pool.layer);
+      const bool any_pending = last_T[0] > 0 || last_T[2] > 0;
+      HostTensor acc(DType::i32, {3});
+      for (int b = 0; b < 3; ++b) acc.set(b, last_T[size_t(b)] > 0 ? 1 + int(rng() % uint32_t(last_T[size_t(b)])) : 1);
+      const DeviceTensor dacc(acc);
+      if (any_pending && (last_T[0] == 0 || last_T[2] == 0)) {  // mixed: commit the pending row alone
+        const int b = last_T[0] > 0 ? 0 : 2;
+        HostTensor cs = index_tensor({rows[size_t(b)]}), ca(DType::i32, {1});
+        ca.set(0, acc.get(b));
+        const DeviceTensor dcs(cs), dca(ca);
+        mamba2_commit(pool.host(), cs, -1, ca, cpu);
+        mamba2_commit(pool.dev(), dcs, -1, dca, Exec{Backend::cuda});
+      }
+      const bool pass_acc = last_T[0] > 0 && last_T[2] > 0;
+      const int32_t c0 = int32_t(pool.cursor.get(rows[0] * 3 + 1)) + (pass_acc ? int32_t(acc.get(0)) : 0);
+      DeviceStatus ds;
+      mamba2_replay_step(st.host(), pool.host(), pass_acc ? acc.t() : Tensor{}, false, cpu);
+      mamba2_replay_step(st.dev(), pool.dev(), pass_acc ? dacc.t() : Tensor{}, false, ds.exec());
+      ASSERT_EQ(ds.read(), 0) << what << " step " << step;
+      last_T[0] = last_T[2] = int32_t(T);
+      const HostTensor y = download(st.dy);
+      EXPECT_LE(err(y, st.y), t) << what << " T=" << T << " step " << step;
+      expect_pad_zero(y, 1, T * s.H * s.P, what);
+      if (c0 + T > L) {
+        ++flushes;
+        pool.expect_match(t, what + " after flush at step " + std::to_string(step));
+      }
+      if (::testing::Test::HasFailure()) return;
+    }
+    EXPECT_GE(flushes, 100) << what;
+  }
+}
+
 // Bad slot and bad accepted count: the status bit is set, the row skipped
 // (no state, ring or cursor change), the other rows are correct.
 TEST(Mamba2Gpu, DeviceStatusOnBadRows) {
