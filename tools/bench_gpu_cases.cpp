@@ -215,7 +215,7 @@ void Case::prepare_spec(int64_t L_, uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (auto& c : host_cursor_) {
     c.start = int32_t(rng() % uint64_t(R()));
-    c.count = int32_t(rng() % uint64_t(L + 1));
+    c.count = int32_t(rng() % uint64_t(L - T + 1));  // the step that appended them fitted: count + T <= L
     c.pending = int32_t(T);
   }
   cuda_ok(cudaMemcpy(cursor_.get(), host_cursor_.data(), size_t(S) * sizeof(RingCursor),

@@ -106,8 +106,8 @@ class Case {
   // drafts is accepted with probability `rate` until the first rejection, so
   // accepted = 1 + (leading accepted drafts) ∈ [1, T]. Returns the mean.
   double prepare_acceptance(int64_t steps, double rate, uint64_t seed);
-  // Replay cursors for capacity L: random start, committed count in [0, L],
-  // and a pending window of T records, so every step commits first.
+  // Replay cursors for capacity L: random start, committed count in
+  // [0, L − T] and a pending window of T records, so every step commits first.
   void prepare_spec(int64_t L, uint64_t seed);
   // Simulates `passes` × `steps` speculative replay steps from the current
   // cursors (the timed graph repeats the same acceptances) and returns the

@@ -1,6 +1,8 @@
 // GPU test helpers: device copies of HostTensors; tests skip without a GPU.
 #pragma once
 #include <cuda_runtime_api.h>
+
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include "test_util.h"
@@ -49,5 +51,18 @@ class DeviceTensor {
   size_t bytes_ = 0;
   Tensor t_;
 };
+
+// Slot `slot` of a pool tensor whose leading dimension is the slot
+// (contiguous), from the device and from a host copy, as flat tensors.
+inline HostTensor slot_slice(const Tensor& t, int64_t slot, bool on_device) {
+  int64_t per = 1;
+  for (int i = 1; i < t.ndim; ++i) per *= t.shape[i];
+  HostTensor h(t.dtype, {per});
+  const size_t bytes = h.bytes();
+  const auto* src = static_cast<const uint8_t*>(t.data) + size_t(slot) * bytes;
+  if (on_device) cudaMemcpy(h.data(), src, bytes, cudaMemcpyDeviceToHost);
+  else std::memcpy(h.data(), src, bytes);
+  return h;
+}
 
 }  // namespace replayssm::test

@@ -475,10 +475,12 @@ TEST(Mamba2Gpu, SpeculativeLongRunModelShapes) {
       const HostTensor y = download(st.dy);
       EXPECT_LE(err(y, st.y), t) << what << " T=" << T << " step " << step;
       expect_pad_zero(y, 1, T * s.H * s.P, what);
-      if (c0 + T > L) {
+      if (c0 + T > L) {  // row 0 flushed: its checkpoint (the whole pool at the joins and the end)
         ++flushes;
-        pool.expect_match(t, what + " after flush at step " + std::to_string(step));
+        EXPECT_LE(err(slot_slice(pool.dstate.t(), rows[0], true), slot_slice(pool.state.t(), rows[0], false)), t)
+            << what << " checkpoint after the flush at step " << step;
       }
+      if (step % 250 == 249) pool.expect_match(t, what + " step " + std::to_string(step));
       if (::testing::Test::HasFailure()) return;
     }
     EXPECT_GE(flushes, 100) << what;
