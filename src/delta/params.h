@@ -80,6 +80,9 @@ struct RecArgs {
   int T = 0;         // decode / snapshot tokens per row
   int lpr = 8;       // lanes per state row
   int tc = 8;        // tokens per shared-memory chunk
+  int nh = 1;        // T = 1 decode kernel: value heads per block
+  int vt = 0;        // T = 1 decode kernel: V rows per block per head
+  int vtiles = 1;    // T = 1 decode kernel: ceil(V / vt)
   int32_t* status = nullptr;
 };
 

@@ -1,0 +1,356 @@
+// Replay step of one token (T = 1, plain decode), with the flush fused
+// (design/replay.md §2). Same grid and math as replay.cuh, arranged so the
+// checkpoint streams at copy bandwidth:
+//   1. the block's first P checkpoint rows per thread are issued (cp.async
+//      into shared stages, stream.cuh) as soon as the slot is known;
+//   2. while they are in flight everything that does not need S_0 is
+//      prepared: cursor, record keys, d records, gates, coefficients, and
+//      per row the history terms
+//        h_u[v] = Σ_{j<m} W_{u,j} d_j[v],  W_{u,j} = c_j (k̂_j·u)   (GDN)
+//        W_{u,j} = (c_j ⊙ k̂_j)·u                                     (KDA)
+//      with c_j = e^{Λ_m − Λ_j} (suffix sums of the gates, fp32), m = count;
+//   3. the rows stream through the stages (P rows per thread in flight);
+//      per row only the two products S_0 u_k, S_0 u_q remain:
+//        a_u = e^{Λ_m} (S_0 u) + h_u  (KDA: S_0 (e^{Λ_m} ⊙ u) + h_u),
+//        d = β (v − a_k) (rounded to ring_d's dtype), o = a_q + (k̂·q̂) d.
+// Flush (count = L): the row is folded first, S_h = e^{Λ_h} ⊙ S_0 +
+// Σ_j d_j (c_j ⊙ k̂_j)ᵀ (c_j = e^{Λ_h − Λ_j}), stored once, and the token
+// reads S_h with no history and decay e^{g}.
+#pragma once
+#include "delta/heuristics.h"
+#include "delta/stream.cuh"
+
+namespace replayssm::delta::cuda_impl {
+
+// Shared memory of the T = 1 replay kernel, in floats (stages first: 16-byte
+// aligned). rbm = nh·vt rows, np rows per thread.
+struct Replay1Layout {
+  int64_t stg, kv, qv, uk, uq, e0v, gs, dt, dk, dq, co, eu, e0, beta, misc, vs, hq, total;
+};
+__host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, int nh, int rbm, int nch,
+                                                        int np) {
+  Replay1Layout l{};
+  int64_t o = 0;
+  const int64_t L1 = int64_t(L) + 1;
+  l.stg = o; o += stage_floats(nch, np, REPLAY1_THREADS);
+  l.kv = o; o += align4(L1 * K);
+  l.qv = o; o += align4(K);
+  l.uk = o; o += kda ? align4(K) : 0;
+  l.uq = o; o += kda ? align4(K) : 0;
+  l.e0v = o; o += kda ? align4(K) : 0;
+  l.gs = o; o += align4(L1 * (kda ? K : nh));
+  l.dt = o; o += align4(int64_t(L) * rbm);
+  l.dk = o; o += align4(L);
+  l.dq = o; o += align4(L);
+  l.co = o; o += kda ? 0 : align4(int64_t(nh) * L);
+  l.eu = o; o += align4(nh);
+  l.e0 = o; o += align4(nh);
+  l.beta = o; o += align4(nh);
+  l.misc = o; o += 4;
+  l.vs = o; o += align4(rbm);
+  l.hq = o; o += align4(rbm);
+  l.total = o;
+  return l;
+}
+
+// Block-wide copy of n floats from f(x) into dst[idx(x)], four loads in flight per thread.
+template <class Load, class Store>
+__device__ __forceinline__ void gather4(int n, Load load, Store store) {
+  for (int x0 = threadIdx.x; x0 < n; x0 += 4 * blockDim.x) {
+    float t[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int x = x0 + u * blockDim.x;
+      t[u] = x < n ? load(x) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int x = x0 + u * blockDim.x;
+      if (x < n) store(x, t[u]);
+    }
+  }
+}
+
+template <DType SD, bool KDA>
+__global__ void __launch_bounds__(REPLAY1_THREADS, REPLAY1_MIN_BLOCKS) delta_replay1_kernel(ReplayArgs a) {
+  using RW = Row<SD>;
+  using ST = Stage<SD>;
+  using TS = typename RW::TS;
+  constexpr int P = ST::P;
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  const TokenArgs& in = a.in;
+  const Rings& rg = a.rings;
+  const int K = in.K, V = in.V, lpr = a.lpr, R = rg.R, L = rg.L;
+  const int b = blockIdx.z, kh = blockIdx.y;
+  const int hgroup = blockIdx.x / a.vtiles, vtile = blockIdx.x % a.vtiles;
+  const int nh = a.nh;
+  const int hv0 = kh * in.G + hgroup * nh;
+  const int v0 = vtile * a.vt;
+  const int vt = min(a.vt, V - v0);
+  const int RB = nh * vt, RBM = nh * a.vt;
+  const int tid = threadIdx.x, warp = tid >> 5, lane32 = tid & 31, nwarps = blockDim.x >> 5;
+  const int nthr = blockDim.x;
+  const int grp = tid / lpr, lane = tid % lpr, rpp = nthr / lpr;
+  const int np = (RBM + rpp - 1) / rpp;  // uniform over the grid (stage sizing)
+  const bool reporter = tid == 0 && blockIdx.x == 0 && kh == 0;
+
+  const int64_t s = idx_at(a.slot, b);
+  if (s == a.pad) {
+    for (int x = tid; x < RB; x += nthr) out_at(in.o, b, 0, hv0 + x / vt, v0 + x % vt, 0.f);
+    return;
+  }
+  if (s < 0 || s >= a.S) {
+    if (reporter) cuda_util::report(a.status, STATUS_BAD_SLOT);
+    return;
+  }
+  TS* const state = static_cast<TS*>(a.st.p) + s * a.st.s0;
+  auto row_ptr = [&](int rr) {
+    return state + int64_t(hv0 + rr / vt) * a.st.s1 + int64_t(v0 + rr % vt) * a.st.s2;
+  };
+  const Replay1Layout lay = replay1_layout(KDA, K, L, nh, RBM, ST::NCH, np);
+  uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
+#pragma unroll
+  for (int pi = 0; pi < P; ++pi) {
+    const int rr = pi * rpp + grp;
+    if (pi < np && rr < RB) ST::issue(STG, nthr, pi, row_ptr(rr), lane, lpr, K);
+    cp_async_commit();
+  }
+
+  RingCursor c = cursor_at(rg, s);
+  if (!cursor_ok(rg, c)) {
+    cp_async_wait_all();
+    if (reporter) cuda_util::report(a.status, STATUS_RING_OVERFLOW);
+    return;
+  }
+  if (a.acc.p) {
+    if (!ring_commit(c, int32_t(idx_at(a.acc, b)))) {
+      cp_async_wait_all();
+      if (reporter) cuda_util::report(a.status, STATUS_BAD_ACCEPTED);
+      return;
+    }
+  } else if (c.pending != 0) {
+    cp_async_wait_all();
+    if (reporter) cuda_util::report(a.status, STATUS_UNCOMMITTED);
+    return;
+  }
+  const StepPlan p = ring_plan_step(c, 1, L, R);
+  const bool flush = p.flush;
+  const int n_old = flush ? p.fold_count : p.hist_count;
+  const int old_start = flush ? p.fold_start : p.hist_start;
+  const int64_t apos = p.append_start;
+
+  float* KV = sm + lay.kv;    // [L+1][K] k̂_j of the old records, then k̂ of the token (KDA: c_j ⊙ k̂_j)
+  float* QV = sm + lay.qv;    // [K] q̂
+  float* UK = sm + lay.uk;    // KDA [K] e^{Λ_m} ⊙ k̂
+  float* UQ = sm + lay.uq;    // KDA [K] e^{Λ_m} ⊙ q̂
+  float* E0V = sm + lay.e0v;  // KDA [K] flush decay e^{Λ_h}
+  float* GS = sm + lay.gs;    // GDN [nh][L+1], KDA [L+1][K] gates
+  float* DT = sm + lay.dt;    // [L][RBM] d of the old records (flush GDN: times c_j)
+  float* DK = sm + lay.dk;    // [L] (k̂_j·k̂) (KDA: W_{k,j})
+  float* DQ = sm + lay.dq;    // [L] (k̂_j·q̂) (KDA: W_{q,j})
+  float* CO = sm + lay.co;    // GDN [nh][L] c_j
+  float* EU = sm + lay.eu;    // GDN [nh] decay of S_0 in the outputs
+  float* E0 = sm + lay.e0;    // GDN [nh] flush decay
+  float* BETA = sm + lay.beta;
+  float* MISC = sm + lay.misc;  // {k̂·q̂}
+  float* VS = sm + lay.vs;    // [RBM] v, then β (v − h_k)
+  float* HQ = sm + lay.hq;    // [RBM] h_q
+
+  // Phase 1: loads that need only the cursor.
+  if (warp == 0) {
+    float ks, kq;
+    warp_prep_qk(in, b, 0, kh, KV + int64_t(n_old) * K, QV, ks, kq);
+    if (lane32 == 0) MISC[0] = kq;
+    if (blockIdx.x == 0) {  // one writer of the key head's record
+      const int64_t ko = s * rg.k0 + apos * rg.k1 + int64_t(kh) * rg.k2;
+      for (int i = lane32; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, act_at(in.k, b, 0, kh, i));
+      if (lane32 == 0) rg.ks[s * rg.ks0 + apos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
+    }
+  } else {
+    for (int j = warp - 1; j < n_old; j += nwarps - 1) {
+      const int64_t pos = ring_pos(old_start, j, R);
+      const float ks = rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2];
+      const int64_t ko = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
+      for (int base = 0; base < K; base += 128) {
+        float t[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = base + lane32 + 32 * e;
+          t[e] = i < K ? load_any(rg.k, rg.k_dt, ko + i) : 0.f;
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = base + lane32 + 32 * e;
+          if (i < K) KV[j * K + i] = t[e] * ks;
+        }
+      }
+    }
+  }
+  gather4(
+      n_old * RB,
+      [&](int x) {
+        const int j = x / RB, rr = x % RB;
+        const int64_t pos = ring_pos(old_start, j, R);
+        return load_any(rg.d, rg.d_dt, s * rg.d0 + pos * rg.d1 + int64_t(hv0 + rr / vt) * rg.d2 + v0 + rr % vt);
+      },
+      [&](int x, float d) { DT[(x / RB) * RBM + x % RB] = d; });
+  gather4(
+      RB, [&](int rr) { return act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt); },
+      [&](int rr, float v) { VS[rr] = v; });
+  for (int x = tid; x < nh; x += nthr) BETA[x] = beta_at(in, b, 0, hv0 + x);
+  const bool g_writer = vtile == 0;
+  if (!KDA) {
+    const int n = n_old + 1;
+    gather4(
+        nh * n,
+        [&](int x) {
+          const int hl = x / n, i = x % n, hv = hv0 + hl;
+          if (i < n_old) return rg.g[s * rg.g0 + int64_t(ring_pos(old_start, i, R)) * rg.g1 + int64_t(hv) * rg.g2];
+          const float g = gate_at(in, false, b, 0, hv, 0);
+          if (g_writer) rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv) * rg.g2] = g;
+          return g;
+        },
+        [&](int x, float g) { GS[(x / n) * (L + 1) + x % n] = g; });
+  } else {
+    gather4(
+        (n_old + 1) * K,
+        [&](int x) {
+          const int i = x / K, k = x % K;
+          if (i < n_old)
+            return rg.g[s * rg.g0 + int64_t(ring_pos(old_start, i, R)) * rg.g1 + int64_t(hv0) * rg.g2 + k];
+          const float g = gate_at(in, true, b, 0, hv0, k);
+          if (g_writer) rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0) * rg.g2 + k] = g;
+          return g;
+        },
+        [&](int x, float g) { GS[x] = g; });
+  }
+  __syncthreads();
+
+  // Phase 2: decays c_j by suffix sums of the gates (no difference of large
+  // prefix sums), from the token's gate (no flush) or the new checkpoint
+  // (flush); GDN also the key products (independent of the decays).
+  if (!KDA) {
+    for (int hl = tid; hl < nh; hl += nthr) {
+      const float* g = GS + hl * (L + 1);
+      float suf = flush ? 0.f : g[n_old];
+      for (int j = n_old - 1; j >= 0; --j) {
+        CO[hl * L + j] = expf(suf);
+        suf += g[j];
+      }
+      if (flush) {
+        E0[hl] = expf(suf);
+        EU[hl] = expf(g[n_old]);
+      } else {
+        EU[hl] = expf(suf);
+      }
+    }
+    if (!flush) {
+      const float* kt = KV + int64_t(n_old) * K;
+      for (int j = warp; j < n_old; j += nwarps) {
+        float dk = 0.f, dq = 0.f;
+        for (int i = lane32; i < K; i += 32) {
+          const float kj = KV[j * K + i];
+          dk += kj * kt[i];
+          dq += kj * QV[i];
+        }
+        dk = warp_sum(dk);
+        dq = warp_sum(dq);
+        if (lane32 == 0) {
+          DK[j] = dk;
+          DQ[j] = dq;
+        }
+      }
+    }
+  } else {
+    for (int k = tid; k < K; k += nthr) {
+      float suf = flush ? 0.f : GS[n_old * K + k];
+      for (int j = n_old - 1; j >= 0; --j) {
+        KV[j * K + k] *= expf(suf);
+        suf += GS[j * K + k];
+      }
+      const float e = expf(suf), eu = flush ? expf(GS[n_old * K + k]) : e;
+      if (flush) E0V[k] = e;
+      UK[k] = eu * KV[n_old * K + k];
+      UQ[k] = eu * QV[k];
+    }
+    __syncthreads();
+    if (!flush) {
+      for (int j = warp; j < n_old; j += nwarps) {
+        float wk = 0.f, wq = 0.f;
+        for (int i = lane32; i < K; i += 32) {
+          const float f = KV[j * K + i];
+          wk += f * KV[n_old * K + i];
+          wq += f * QV[i];
+        }
+        wk = warp_sum(wk);
+        wq = warp_sum(wq);
+        if (lane32 == 0) {
+          DK[j] = wk;
+          DQ[j] = wq;
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  // Phase 3: per row, the history terms (no flush) or the fold weights of
+  // the d's (GDN flush: d_j c_j).
+  for (int rr = tid; rr < RB; rr += nthr) {
+    const int hl = rr / vt;
+    float hk = 0.f, hq = 0.f;
+    if (flush) {
+      if (!KDA)
+        for (int j = 0; j < n_old; ++j) DT[j * RBM + rr] *= CO[hl * L + j];
+    } else {
+      for (int j = 0; j < n_old; ++j) {
+        const float w = KDA ? DT[j * RBM + rr] : DT[j * RBM + rr] * CO[hl * L + j];
+        hk += w * DK[j];
+        hq += w * DQ[j];
+      }
+    }
+    VS[rr] = BETA[hl] * (VS[rr] - hk);
+    HQ[rr] = hq;
+  }
+  __syncthreads();
+
+  // Phase 4: stream the rows.
+  const float kq = MISC[0];
+  const float* uk = KDA ? UK : KV + int64_t(n_old) * K;
+  const float* uq = KDA ? UQ : QV;
+  for (int pi = 0; pi < np; ++pi) {
+    const int rr = pi * rpp + grp;
+    const bool valid = rr < RB;
+    const int rc = valid ? rr : 0;
+    cp_async_wait<P - 1>();
+    RW cur;
+    if (valid) ST::read(cur, STG, nthr, pi, lane, lpr, K);
+    else cur.zero();
+    const int hl = rc / vt;
+    if (flush) {
+      if (KDA) cur.scale(E0V, lane, lpr, K);
+      else cur.scale(E0[hl]);
+      for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc], KV + j * K, lane, lpr, K);
+      if (valid) cur.store(row_ptr(rr), lane, lpr, K, /*keep=*/true);
+    }
+    float pk = cur.dot(uk, lane, lpr, K);
+    float pq = cur.dot(uq, lane, lpr, K);
+    {  // refill the stage just consumed
+      const int pn = pi + P, rn = pn * rpp + grp;
+      if (pn < np && rn < RB) ST::issue(STG, nthr, pn, row_ptr(rn), lane, lpr, K);
+      cp_async_commit();
+    }
+    pk = group_sum(pk, lpr);
+    pq = group_sum(pq, lpr);
+    if (valid && lane == 0) {
+      const int hv = hv0 + hl, v = v0 + rr % vt;
+      const float e = KDA ? 1.f : EU[hl];
+      const float aq = e * pq + HQ[rr];
+      const float dr = round_to(rg.d_dt, VS[rr] - BETA[hl] * e * pk);
+      store_any(rg.d, rg.d_dt, s * rg.d0 + apos * rg.d1 + int64_t(hv) * rg.d2 + v, dr);
+      out_at(in.o, b, 0, hv, v, aq + kq * dr);
+    }
+  }
+}
+
+}  // namespace replayssm::delta::cuda_impl
