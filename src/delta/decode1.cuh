@@ -89,14 +89,16 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
     float ks, kq;
     warp_prep_qk(in, b, 0, kh, KN, QN, ks, kq);
     if (lane32 == 0) SC[2 * nh] = kq;
+  } else {  // v, β and gates while warp 0 prepares q̂, k̂
+    const int me = tid - 32, nt = nthr - 32;
+    for (int x = me; x < RB; x += nt) VS[x] = act_at(in.v, b, 0, hv0 + x / vt, v0 + x % vt);
+    for (int x = me; x < nh; x += nt) {
+      SC[nh + x] = beta_at(in, b, 0, hv0 + x);
+      if (!KDA) SC[x] = expf(gate_at(in, false, b, 0, hv0 + x, 0));
+    }
+    if (KDA)
+      for (int x = me; x < nh * K; x += nt) AL[x] = expf(gate_at(in, true, b, 0, hv0 + x / K, x % K));
   }
-  for (int x = tid; x < RB; x += nthr) VS[x] = act_at(in.v, b, 0, hv0 + x / vt, v0 + x % vt);
-  for (int x = tid; x < nh; x += nthr) {
-    SC[nh + x] = beta_at(in, b, 0, hv0 + x);
-    if (!KDA) SC[x] = expf(gate_at(in, false, b, 0, hv0 + x, 0));
-  }
-  if (KDA)
-    for (int x = tid; x < nh * K; x += nthr) AL[x] = expf(gate_at(in, true, b, 0, hv0 + x / K, x % K));
   __syncthreads();
   if (KDA) {
     for (int x = tid; x < nh * K; x += nthr) {

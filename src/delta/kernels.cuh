@@ -13,7 +13,11 @@ namespace replayssm::delta::cuda_impl {
 // operation: safe during graph capture).
 template <class Kernel>
 inline void launch_kernel(Kernel k, const Launch& l, auto&& args) {
-  if (l.smem > 48 * 1024) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem));
+  if (l.smem > 48 * 1024) {
+    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem));
+    // Several resident blocks of a large-shared-memory kernel need the whole carveout.
+    cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
+  }
   k<<<dim3(l.grid[0], l.grid[1], l.grid[2]), l.threads, l.smem, reinterpret_cast<cudaStream_t>(l.stream)>>>(args);
 }
 

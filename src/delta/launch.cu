@@ -317,6 +317,15 @@ void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num
   const bool kda = is_kda(d);
   const int64_t G = d.HV / d.H;
   if (a.T == 1) {  // plain decode: staged streaming kernel (replay1.cuh)
+    auto vec4 = [](const Tensor& t, int64_t last) {
+      const int64_t e = int64_t(dtype_size(t.dtype));
+      bool ok = t.defined() && reinterpret_cast<uintptr_t>(t.data) % uintptr_t(4 * e) == 0 && last % 4 == 0;
+      for (int i = 0; ok && i + 1 < t.ndim; ++i) ok = t.stride[i] % 4 == 0;
+      return ok;
+    };
+    a.d_vec = vec4(pool.ring_d, d.V);
+    a.k_vec = vec4(pool.ring_k, d.K);
+    a.g_vec = kda && vec4(pool.ring_g, d.K);
     const int nch = int(dtype_size(pool.state.dtype));  // 16-byte chunks per 16-element lane share
     const int rpp = REPLAY1_THREADS / a.lpr;
     auto smem_of = [&](const ReplayTile& t) {

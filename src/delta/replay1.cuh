@@ -25,7 +25,7 @@ namespace replayssm::delta::cuda_impl {
 // Shared memory of the T = 1 replay kernel, in floats (stages first: 16-byte
 // aligned). rbm = nh·vt rows, np rows per thread.
 struct Replay1Layout {
-  int64_t stg, kv, qv, uk, uq, e0v, gs, dt, dk, dq, co, eu, e0, beta, misc, vs, hq, total;
+  int64_t stg, kv, kr, qv, uk, uq, e0v, gs, dt, dk, dq, co, eu, e0, beta, misc, vs, hq, total;
 };
 __host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, int nh, int rbm, int nch,
                                                         int np) {
@@ -34,6 +34,7 @@ __host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, 
   const int64_t L1 = int64_t(L) + 1;
   l.stg = o; o += stage_floats(nch, np, REPLAY1_THREADS);
   l.kv = o; o += align4(L1 * K);
+  l.kr = o; o += align4(K);
   l.qv = o; o += align4(K);
   l.uk = o; o += kda ? align4(K) : 0;
   l.uq = o; o += kda ? align4(K) : 0;
@@ -70,6 +71,45 @@ __device__ __forceinline__ void gather4(int n, Load load, Store store) {
     }
   }
 }
+
+// One thread's share of a gather of n items (x = x0, x0 + step, ...): the
+// first U loads are issued together (load_all) and stored later (store_all),
+// so several gathers can have all their loads in flight at once; items past
+// U·step (long rings) are done one at a time by store_all.
+template <int U, class T>
+struct Batch {
+  T t[U];
+  int n, x0, step;
+  template <class Load>
+  __device__ __forceinline__ void load_all(Load f) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (x0 + u * step < n) t[u] = f(x0 + u * step);
+  }
+  template <class Load, class Store>
+  __device__ __forceinline__ void store_all(Load f, Store g) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (x0 + u * step < n) g(x0 + u * step, t[u]);
+    for (int x = x0 + U * step; x < n; x += step) g(x, f(x));
+  }
+};
+
+// Elements i .. i+3 of a float tensor of dtype dt (aligned to 4 elements).
+__device__ __forceinline__ float4 load4_any(const void* p, DType dt, int64_t i) {
+  if (dt == DType::f32) return *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
+  const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p) + i);
+  float2 x, y;
+  if (dt == DType::bf16) {
+    x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+    y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+  } else {
+    x = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+    y = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+  }
+  return make_float4(x.x, x.y, y.x, y.y);
+}
+__device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 
 template <DType SD, bool KDA>
 __global__ void __launch_bounds__(REPLAY1_THREADS, REPLAY1_MIN_BLOCKS) delta_replay1_kernel(ReplayArgs a) {
@@ -157,73 +197,100 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, REPLAY1_MIN_BLOCKS) delta_rep
   float* VS = sm + lay.vs;    // [RBM] v, then β (v − h_k)
   float* HQ = sm + lay.hq;    // [RBM] h_q
 
-  // Phase 1: loads that need only the cursor.
+  // Phase 1: loads that need only the cursor, each set issued at once.
+  float* KR = sm + lay.kr;  // [K] raw k of the token
   if (warp == 0) {
     float ks, kq;
-    warp_prep_qk(in, b, 0, kh, KV + int64_t(n_old) * K, QV, ks, kq);
+    warp_prep_qk(in, b, 0, kh, KV + int64_t(n_old) * K, QV, ks, kq, KR);
     if (lane32 == 0) MISC[0] = kq;
     if (blockIdx.x == 0) {  // one writer of the key head's record
+      __syncwarp();
       const int64_t ko = s * rg.k0 + apos * rg.k1 + int64_t(kh) * rg.k2;
-      for (int i = lane32; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, act_at(in.k, b, 0, kh, i));
+      for (int i = lane32; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, KR[i]);
       if (lane32 == 0) rg.ks[s * rg.ks0 + apos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
     }
-  } else {
-    for (int j = warp - 1; j < n_old; j += nwarps - 1) {
-      const int64_t pos = ring_pos(old_start, j, R);
-      const float ks = rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2];
-      const int64_t ko = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
-      for (int base = 0; base < K; base += 128) {
-        float t[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = base + lane32 + 32 * e;
-          t[e] = i < K ? load_any(rg.k, rg.k_dt, ko + i) : 0.f;
-        }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = base + lane32 + 32 * e;
-          if (i < K) KV[j * K + i] = t[e] * ks;
-        }
+  }
+  auto k_off = [&](int j) {
+    return s * rg.k0 + int64_t(ring_pos(old_start, j, R)) * rg.k1 + int64_t(kh) * rg.k2;
+  };
+  auto ks_at = [&](int j) {
+    return rg.ks[s * rg.ks0 + int64_t(ring_pos(old_start, j, R)) * rg.ks1 + int64_t(kh) * rg.ks2];
+  };
+  auto d_off = [&](int j, int hl, int v) {
+    return s * rg.d0 + int64_t(ring_pos(old_start, j, R)) * rg.d1 + int64_t(hv0 + hl) * rg.d2 + v0 + v;
+  };
+  auto g_off = [&](int j, int hl) {  // gate record j of value head hv0 + hl
+    return s * rg.g0 + int64_t(ring_pos(old_start, j, R)) * rg.g1 + int64_t(hv0 + hl) * rg.g2;
+  };
+  const bool g_writer = vtile == 0;
+  if (warp > 0) {  // warp 0 prepares the token meanwhile
+    const int me = tid - 32, nt = nthr - 32;
+    // Old keys k̂_j = k_j·ks_j (4 elements an item), d records of the block's
+    // rows (4 rows an item), gates, v: every load of the thread in flight at once.
+    const bool kv4 = a.k_vec, dv4 = a.d_vec, gv4 = KDA && a.g_vec;
+    const int K4 = K / 4, vt4 = vt / 4, nq = nh * vt4;
+    Batch<3, float4> kb{{}, kv4 ? n_old * K4 : 0, me, nt};
+    Batch<3, float> sb{{}, kv4 ? n_old * K4 : 0, me, nt};
+    Batch<10, float4> db{{}, dv4 ? n_old * nq : 0, me, nt};
+    Batch<3, float4> gb{{}, gv4 ? n_old * K4 : 0, me, nt};
+    Batch<3, float> vb{{}, RB, me, nt};
+    Batch<1, float> ob{{}, KDA ? 0 : nh * n_old, me, nt};  // GDN old gates
+    auto kload = [&](int x) { return load4_any(rg.k, rg.k_dt, k_off(x / K4) + (x % K4) * 4); };
+    auto sload = [&](int x) { return ks_at(x / K4); };
+    auto dload = [&](int x) {
+      const int j = x / nq, q = x % nq;
+      return load4_any(rg.d, rg.d_dt, d_off(j, q / vt4, (q % vt4) * 4));
+    };
+    auto gload = [&](int x) { return *reinterpret_cast<const float4*>(rg.g + g_off(x / K4, 0) + (x % K4) * 4); };
+    auto vload = [&](int rr) { return act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt); };
+    auto oload = [&](int x) { return rg.g[g_off(x % n_old, x / n_old)]; };
+    kb.load_all(kload);
+    sb.load_all(sload);
+    db.load_all(dload);
+    gb.load_all(gload);
+    vb.load_all(vload);
+    ob.load_all(oload);
+    // The token's gates (appended to the ring) and β.
+    for (int x = me; x < nh; x += nt) BETA[x] = beta_at(in, b, 0, hv0 + x);
+    if (!KDA) {
+      for (int x = me; x < nh; x += nt) {
+        const float g = gate_at(in, false, b, 0, hv0 + x, 0);
+        if (g_writer) rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0 + x) * rg.g2] = g;
+        GS[x * (L + 1) + n_old] = g;
+      }
+    } else {
+      for (int k = me; k < K; k += nt) {
+        const float g = gate_at(in, true, b, 0, hv0, k);
+        if (g_writer) rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0) * rg.g2 + k] = g;
+        GS[n_old * K + k] = g;
       }
     }
-  }
-  gather4(
-      n_old * RB,
-      [&](int x) {
-        const int j = x / RB, rr = x % RB;
-        const int64_t pos = ring_pos(old_start, j, R);
-        return load_any(rg.d, rg.d_dt, s * rg.d0 + pos * rg.d1 + int64_t(hv0 + rr / vt) * rg.d2 + v0 + rr % vt);
-      },
-      [&](int x, float d) { DT[(x / RB) * RBM + x % RB] = d; });
-  gather4(
-      RB, [&](int rr) { return act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt); },
-      [&](int rr, float v) { VS[rr] = v; });
-  for (int x = tid; x < nh; x += nthr) BETA[x] = beta_at(in, b, 0, hv0 + x);
-  const bool g_writer = vtile == 0;
-  if (!KDA) {
-    const int n = n_old + 1;
-    gather4(
-        nh * n,
-        [&](int x) {
-          const int hl = x / n, i = x % n, hv = hv0 + hl;
-          if (i < n_old) return rg.g[s * rg.g0 + int64_t(ring_pos(old_start, i, R)) * rg.g1 + int64_t(hv) * rg.g2];
-          const float g = gate_at(in, false, b, 0, hv, 0);
-          if (g_writer) rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv) * rg.g2] = g;
-          return g;
-        },
-        [&](int x, float g) { GS[(x / n) * (L + 1) + x % n] = g; });
-  } else {
-    gather4(
-        (n_old + 1) * K,
-        [&](int x) {
-          const int i = x / K, k = x % K;
-          if (i < n_old)
-            return rg.g[s * rg.g0 + int64_t(ring_pos(old_start, i, R)) * rg.g1 + int64_t(hv0) * rg.g2 + k];
-          const float g = gate_at(in, true, b, 0, hv0, k);
-          if (g_writer) rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0) * rg.g2 + k] = g;
-          return g;
-        },
-        [&](int x, float g) { GS[x] = g; });
+#pragma unroll
+    for (int u = 0; u < 3; ++u) {
+      float4& k = kb.t[u];
+      const float ks = sb.t[u];
+      k.x *= ks; k.y *= ks; k.z *= ks; k.w *= ks;
+    }
+    kb.store_all([&](int x) {
+      const float4 k = kload(x);
+      const float ks = sload(x);
+      return make_float4(k.x * ks, k.y * ks, k.z * ks, k.w * ks);
+    }, [&](int x, float4 k) { store4(KV + (x / K4) * K + (x % K4) * 4, k); });
+    db.store_all(dload, [&](int x, float4 d) {
+      const int j = x / nq, q = x % nq;
+      store4(DT + j * RBM + (q / vt4) * vt + (q % vt4) * 4, d);
+    });
+    gb.store_all(gload, [&](int x, float4 g) { store4(GS + (x / K4) * K + (x % K4) * 4, g); });
+    vb.store_all(vload, [&](int rr, float v) { VS[rr] = v; });
+    ob.store_all(oload, [&](int x, float g) { GS[(x / n_old) * (L + 1) + x % n_old] = g; });
+    // Fallbacks for records not aligned to 4 elements.
+    if (!kv4)
+      for (int x = me; x < n_old * K; x += nt) KV[x] = load_any(rg.k, rg.k_dt, k_off(x / K) + x % K) * ks_at(x / K);
+    if (!dv4)
+      for (int x = me; x < n_old * RB; x += nt)
+        DT[(x / RB) * RBM + x % RB] = load_any(rg.d, rg.d_dt, d_off(x / RB, (x % RB) / vt, (x % RB) % vt));
+    if (KDA && !gv4)
+      for (int x = me; x < n_old * K; x += nt) GS[x] = rg.g[g_off(x / K, 0) + x % K];
   }
   __syncthreads();
 
