@@ -109,33 +109,56 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
   }
 
   const float kq = SC[2 * nh];
+  // Row rr = pi·rpp + grp is (value head hv0 + hl, v0 + vl), advanced without
+  // divisions; the refill row (rr + P·rpp) likewise. The key vector every row
+  // is multiplied with stays in registers (KDA: per head, so when nh == 1).
+  RW uk;  // k̂ (KDA: α ⊙ k̂; with nh == 1)
+  const bool ureg = !KDA || nh == 1;
+  if (ureg) uk.load_shared(KDA ? KA : KN, lane, lpr, K);
+  auto advance = [&](int& h, int& v, int by) {
+    v += by;
+    while (v >= vt) {
+      v -= vt;
+      ++h;
+    }
+  };
+  int hl = 0, vl = 0, hn = 0, vn = 0;
+  advance(hl, vl, grp);
+  advance(hn, vn, P * rpp + grp);
+  const int64_t o_base = int64_t(b) * in.o.sb + v0;
   for (int pi = 0; pi < np; ++pi) {
-    const int rr = pi * rpp + grp;
-    const bool valid = rr < RB;
-    const int rc = valid ? rr : 0;
-    const int hl = rc / vt;
+    const bool valid = hl < nh;
+    const int hc = valid ? hl : 0;
     cp_async_wait<P - 1>();
     RW row;
     if (valid) ST::read(row, STG, nthr, pi, lane, lpr, K);
     else row.zero();
-    float pk = row.dot(KDA ? KA + hl * K : KN, lane, lpr, K);
-    float pq = row.dot(KDA ? QA + hl * K : QN, lane, lpr, K);
+    float pk = ureg ? row.dot(uk) : row.dot(KA + hc * K, lane, lpr, K);
+    float pq = row.dot(KDA ? QA + hc * K : QN, lane, lpr, K);
     {  // refill the stage just consumed
-      const int pn = pi + P, rn = pn * rpp + grp;
-      if (pn < np && rn < RB) ST::issue(STG, nthr, pn, row_ptr(rn), lane, lpr, K);
+      const int pn = pi + P;
+      if (pn < np && hn < nh)
+        ST::issue(STG, nthr, pn, state + int64_t(hv0 + hn) * a.st.s1 + int64_t(v0 + vn) * a.st.s2, lane, lpr, K);
       cp_async_commit();
+      advance(hn, vn, rpp);
     }
     pk = group_sum(pk, lpr);
     pq = group_sum(pq, lpr);
-    const float alpha = KDA ? 1.f : SC[hl];
-    const float d = SC[nh + hl] * (VS[rc] - alpha * pk);
-    if (KDA) row.scale(AL + hl * K, lane, lpr, K);
-    else row.scale(alpha);
-    row.axpy(d, KN, lane, lpr, K);
-    if (valid) {
-      row.store(row_ptr(rr), lane, lpr, K);
-      if (lane == 0) out_at(in.o, b, 0, hv0 + hl, v0 + rr % vt, alpha * pq + kq * d);
+    const float alpha = KDA ? 1.f : SC[hc];
+    const float d = SC[nh + hc] * (VS[valid ? pi * rpp + grp : 0] - alpha * pk);
+    if (KDA) {
+      row.scale(AL + hc * K, lane, lpr, K);
+      row.axpy(d, KN, lane, lpr, K);
+    } else {
+      row.scale(alpha);
+      row.axpy(d, uk);
     }
+    if (valid) {
+      row.store(state + int64_t(hv0 + hl) * a.st.s1 + int64_t(v0 + vl) * a.st.s2, lane, lpr, K);
+      if (lane == 0)
+        store_any(in.o.p, in.o.dt, o_base + int64_t(hv0 + hl) * in.o.sh + vl, alpha * pq + kq * d);
+    }
+    advance(hl, vl, rpp);
   }
 }
 

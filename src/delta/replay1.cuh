@@ -210,17 +210,17 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, REPLAY1_MIN_BLOCKS) delta_rep
       if (lane32 == 0) rg.ks[s * rg.ks0 + apos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
     }
   }
-  auto k_off = [&](int j) {
-    return s * rg.k0 + int64_t(ring_pos(old_start, j, R)) * rg.k1 + int64_t(kh) * rg.k2;
+  auto pos_of = [&](int j) {  // ring_pos(old_start, j, R) for j < R, without a division
+    const int q = old_start + j;
+    return int64_t(q >= R ? q - R : q);
   };
-  auto ks_at = [&](int j) {
-    return rg.ks[s * rg.ks0 + int64_t(ring_pos(old_start, j, R)) * rg.ks1 + int64_t(kh) * rg.ks2];
-  };
+  auto k_off = [&](int j) { return s * rg.k0 + pos_of(j) * rg.k1 + int64_t(kh) * rg.k2; };
+  auto ks_at = [&](int j) { return rg.ks[s * rg.ks0 + pos_of(j) * rg.ks1 + int64_t(kh) * rg.ks2]; };
   auto d_off = [&](int j, int hl, int v) {
-    return s * rg.d0 + int64_t(ring_pos(old_start, j, R)) * rg.d1 + int64_t(hv0 + hl) * rg.d2 + v0 + v;
+    return s * rg.d0 + pos_of(j) * rg.d1 + int64_t(hv0 + hl) * rg.d2 + v0 + v;
   };
   auto g_off = [&](int j, int hl) {  // gate record j of value head hv0 + hl
-    return s * rg.g0 + int64_t(ring_pos(old_start, j, R)) * rg.g1 + int64_t(hv0 + hl) * rg.g2;
+    return s * rg.g0 + pos_of(j) * rg.g1 + int64_t(hv0 + hl) * rg.g2;
   };
   const bool g_writer = vtile == 0;
   if (warp > 0) {  // warp 0 prepares the token meanwhile
@@ -381,42 +381,59 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, REPLAY1_MIN_BLOCKS) delta_rep
   }
   __syncthreads();
 
-  // Phase 4: stream the rows.
+  // Phase 4: stream the rows. Row rr = pi·rpp + grp is (value head hv0 + hl,
+  // v0 + vl), advanced without divisions; the refill row (rr + P·rpp) likewise.
   const float kq = MISC[0];
-  const float* uk = KDA ? UK : KV + int64_t(n_old) * K;
-  const float* uq = KDA ? UQ : QV;
+  RW uk, uq;  // the two vectors every row is multiplied with, in registers
+  uk.load_shared(KDA ? UK : KV + int64_t(n_old) * K, lane, lpr, K);
+  uq.load_shared(KDA ? UQ : QV, lane, lpr, K);
+  auto advance = [&](int& h, int& v, int by) {
+    v += by;
+    while (v >= vt) {
+      v -= vt;
+      ++h;
+    }
+  };
+  int hl = 0, vl = 0, hn = 0, vn = 0;
+  advance(hl, vl, grp);
+  advance(hn, vn, P * rpp + grp);
+  const int64_t d_base = s * rg.d0 + apos * rg.d1 + v0;
+  const int64_t o_base = int64_t(b) * in.o.sb + v0;
   for (int pi = 0; pi < np; ++pi) {
     const int rr = pi * rpp + grp;
-    const bool valid = rr < RB;
-    const int rc = valid ? rr : 0;
+    const bool valid = hl < nh;
+    const int hc = valid ? hl : 0, rc = valid ? rr : 0;
     cp_async_wait<P - 1>();
     RW cur;
     if (valid) ST::read(cur, STG, nthr, pi, lane, lpr, K);
     else cur.zero();
-    const int hl = rc / vt;
     if (flush) {
       if (KDA) cur.scale(E0V, lane, lpr, K);
-      else cur.scale(E0[hl]);
+      else cur.scale(E0[hc]);
       for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc], KV + j * K, lane, lpr, K);
-      if (valid) cur.store(row_ptr(rr), lane, lpr, K, /*keep=*/true);
+      if (valid) cur.store(state + int64_t(hv0 + hl) * a.st.s1 + int64_t(v0 + vl) * a.st.s2, lane, lpr, K,
+                           /*keep=*/true);
     }
-    float pk = cur.dot(uk, lane, lpr, K);
-    float pq = cur.dot(uq, lane, lpr, K);
+    float pk = cur.dot(uk);
+    float pq = cur.dot(uq);
     {  // refill the stage just consumed
-      const int pn = pi + P, rn = pn * rpp + grp;
-      if (pn < np && rn < RB) ST::issue(STG, nthr, pn, row_ptr(rn), lane, lpr, K);
+      const int pn = pi + P;
+      if (pn < np && hn < nh)
+        ST::issue(STG, nthr, pn, state + int64_t(hv0 + hn) * a.st.s1 + int64_t(v0 + vn) * a.st.s2, lane, lpr, K);
       cp_async_commit();
+      advance(hn, vn, rpp);
     }
     pk = group_sum(pk, lpr);
     pq = group_sum(pq, lpr);
     if (valid && lane == 0) {
-      const int hv = hv0 + hl, v = v0 + rr % vt;
+      const int64_t hv = hv0 + hl;
       const float e = KDA ? 1.f : EU[hl];
       const float aq = e * pq + HQ[rr];
       const float dr = round_to(rg.d_dt, VS[rr] - BETA[hl] * e * pk);
-      store_any(rg.d, rg.d_dt, s * rg.d0 + apos * rg.d1 + int64_t(hv) * rg.d2 + v, dr);
-      out_at(in.o, b, 0, hv, v, aq + kq * dr);
+      store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
+      store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aq + kq * dr);
     }
+    advance(hl, vl, rpp);
   }
 }
 
