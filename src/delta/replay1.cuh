@@ -54,47 +54,6 @@ __host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, 
   return l;
 }
 
-// Block-wide copy of n floats from f(x) into dst[idx(x)], four loads in flight per thread.
-template <class Load, class Store>
-__device__ __forceinline__ void gather4(int n, Load load, Store store) {
-  for (int x0 = threadIdx.x; x0 < n; x0 += 4 * blockDim.x) {
-    float t[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int x = x0 + u * blockDim.x;
-      t[u] = x < n ? load(x) : 0.f;
-    }
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int x = x0 + u * blockDim.x;
-      if (x < n) store(x, t[u]);
-    }
-  }
-}
-
-// One thread's share of a gather of n items (x = x0, x0 + step, ...): the
-// first U loads are issued together (load_all) and stored later (store_all),
-// so several gathers can have all their loads in flight at once; items past
-// U·step (long rings) are done one at a time by store_all.
-template <int U, class T>
-struct Batch {
-  T t[U];
-  int n, x0, step;
-  template <class Load>
-  __device__ __forceinline__ void load_all(Load f) {
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      if (x0 + u * step < n) t[u] = f(x0 + u * step);
-  }
-  template <class Load, class Store>
-  __device__ __forceinline__ void store_all(Load f, Store g) {
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      if (x0 + u * step < n) g(x0 + u * step, t[u]);
-    for (int x = x0 + U * step; x < n; x += step) g(x, f(x));
-  }
-};
-
 // Elements i .. i+3 of a float tensor of dtype dt (aligned to 4 elements).
 __device__ __forceinline__ float4 load4_any(const void* p, DType dt, int64_t i) {
   if (dt == DType::f32) return *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
@@ -197,19 +156,11 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, REPLAY1_MIN_BLOCKS) delta_rep
   float* VS = sm + lay.vs;    // [RBM] v, then β (v − h_k)
   float* HQ = sm + lay.hq;    // [RBM] h_q
 
-  // Phase 1: loads that need only the cursor, each set issued at once.
-  float* KR = sm + lay.kr;  // [K] raw k of the token
-  if (warp == 0) {
-    float ks, kq;
-    warp_prep_qk(in, b, 0, kh, KV + int64_t(n_old) * K, QV, ks, kq, KR);
-    if (lane32 == 0) MISC[0] = kq;
-    if (blockIdx.x == 0) {  // one writer of the key head's record
-      __syncwarp();
-      const int64_t ko = s * rg.k0 + apos * rg.k1 + int64_t(kh) * rg.k2;
-      for (int i = lane32; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, KR[i]);
-      if (lane32 == 0) rg.ks[s * rg.ks0 + apos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
-    }
-  }
+  // Phase 1: loads that need only the cursor. Every thread first issues all
+  // its record loads (kept in registers), then warp 0 prepares the token while
+  // they are in flight, then they are stored. Records are read 4 elements at a
+  // time: thread ↔ (a column of 4 elements, records j0, j0 + js, ...), so the
+  // addresses need no divisions.
   auto pos_of = [&](int j) {  // ring_pos(old_start, j, R) for j < R, without a division
     const int q = old_start + j;
     return int64_t(q >= R ? q - R : q);
@@ -223,34 +174,62 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, REPLAY1_MIN_BLOCKS) delta_rep
     return s * rg.g0 + pos_of(j) * rg.g1 + int64_t(hv0 + hl) * rg.g2;
   };
   const bool g_writer = vtile == 0;
-  if (warp > 0) {  // warp 0 prepares the token meanwhile
+  constexpr int UD = 8, UR = 2, UV = 2;
+  const int vt4 = vt / 4, nq = nh * vt4, K4 = K / 4;
+  // d records: column cq = 4 rows (head hd, rows vd..vd+3).
+  const bool dv4 = a.d_vec && nq <= nthr;
+  const int jds = dv4 ? nthr / nq : 1, cq = dv4 ? tid % nq : 0, jd0 = dv4 ? tid / nq : 0;
+  const bool dact = dv4 && tid < jds * nq;
+  const int hd = dv4 ? cq / vt4 : 0, vd = dv4 ? (cq % vt4) * 4 : 0;
+  const int64_t dbase = s * rg.d0 + int64_t(hv0 + hd) * rg.d2 + v0 + vd;
+  float4 dr[UD];
+#pragma unroll
+  for (int u = 0; u < UD; ++u) {
+    const int j = jd0 + u * jds;
+    if (dact && j < n_old) dr[u] = load4_any(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1);
+  }
+  // Old keys (and KDA gates): column ck = 4 key channels.
+  const bool kv4 = a.k_vec, gv4 = KDA && a.g_vec;
+  const int jks = nthr / K4, ck = tid % K4, jk0 = tid / K4;
+  const bool kact = tid < jks * K4;
+  const int64_t kbase = s * rg.k0 + int64_t(kh) * rg.k2 + ck * 4;
+  const int64_t gbase = s * rg.g0 + int64_t(hv0) * rg.g2 + ck * 4;
+  float4 kr[UR], gr[UR];
+  float ksr[UR];
+#pragma unroll
+  for (int u = 0; u < UR; ++u) {
+    const int j = jk0 + u * jks;
+    if (kact && j < n_old) {
+      if (kv4) {
+        kr[u] = load4_any(rg.k, rg.k_dt, kbase + pos_of(j) * rg.k1);
+        ksr[u] = ks_at(j);
+      }
+      if (gv4) gr[u] = *reinterpret_cast<const float4*>(rg.g + gbase + pos_of(j) * rg.g1);
+    }
+  }
+  float vr[UV];
+#pragma unroll
+  for (int u = 0; u < UV; ++u) {
+    const int rr = tid + u * nthr;
+    if (rr < RB) vr[u] = act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt);
+  }
+  float og = 0.f;  // GDN old gate (head tid / n_old, record tid % n_old)
+  if (!KDA && tid < nh * n_old) og = rg.g[g_off(tid % n_old, tid / n_old)];
+
+  // The token: warp 0 prepares q̂, k̂ (and appends k); the others its gates and β.
+  float* KR = sm + lay.kr;  // [K] raw k of the token
+  if (warp == 0) {
+    float ks, kq;
+    warp_prep_qk(in, b, 0, kh, KV + int64_t(n_old) * K, QV, ks, kq, KR);
+    if (lane32 == 0) MISC[0] = kq;
+    if (blockIdx.x == 0) {  // one writer of the key head's record
+      __syncwarp();
+      const int64_t ko = s * rg.k0 + apos * rg.k1 + int64_t(kh) * rg.k2;
+      for (int i = lane32; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, KR[i]);
+      if (lane32 == 0) rg.ks[s * rg.ks0 + apos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
+    }
+  } else {
     const int me = tid - 32, nt = nthr - 32;
-    // Old keys k̂_j = k_j·ks_j (4 elements an item), d records of the block's
-    // rows (4 rows an item), gates, v: every load of the thread in flight at once.
-    const bool kv4 = a.k_vec, dv4 = a.d_vec, gv4 = KDA && a.g_vec;
-    const int K4 = K / 4, vt4 = vt / 4, nq = nh * vt4;
-    Batch<3, float4> kb{{}, kv4 ? n_old * K4 : 0, me, nt};
-    Batch<3, float> sb{{}, kv4 ? n_old * K4 : 0, me, nt};
-    Batch<10, float4> db{{}, dv4 ? n_old * nq : 0, me, nt};
-    Batch<3, float4> gb{{}, gv4 ? n_old * K4 : 0, me, nt};
-    Batch<3, float> vb{{}, RB, me, nt};
-    Batch<1, float> ob{{}, KDA ? 0 : nh * n_old, me, nt};  // GDN old gates
-    auto kload = [&](int x) { return load4_any(rg.k, rg.k_dt, k_off(x / K4) + (x % K4) * 4); };
-    auto sload = [&](int x) { return ks_at(x / K4); };
-    auto dload = [&](int x) {
-      const int j = x / nq, q = x % nq;
-      return load4_any(rg.d, rg.d_dt, d_off(j, q / vt4, (q % vt4) * 4));
-    };
-    auto gload = [&](int x) { return *reinterpret_cast<const float4*>(rg.g + g_off(x / K4, 0) + (x % K4) * 4); };
-    auto vload = [&](int rr) { return act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt); };
-    auto oload = [&](int x) { return rg.g[g_off(x % n_old, x / n_old)]; };
-    kb.load_all(kload);
-    sb.load_all(sload);
-    db.load_all(dload);
-    gb.load_all(gload);
-    vb.load_all(vload);
-    ob.load_all(oload);
-    // The token's gates (appended to the ring) and β.
     for (int x = me; x < nh; x += nt) BETA[x] = beta_at(in, b, 0, hv0 + x);
     if (!KDA) {
       for (int x = me; x < nh; x += nt) {
@@ -265,33 +244,57 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, REPLAY1_MIN_BLOCKS) delta_rep
         GS[n_old * K + k] = g;
       }
     }
-#pragma unroll
-    for (int u = 0; u < 3; ++u) {
-      float4& k = kb.t[u];
-      const float ks = sb.t[u];
-      k.x *= ks; k.y *= ks; k.z *= ks; k.w *= ks;
-    }
-    kb.store_all([&](int x) {
-      const float4 k = kload(x);
-      const float ks = sload(x);
-      return make_float4(k.x * ks, k.y * ks, k.z * ks, k.w * ks);
-    }, [&](int x, float4 k) { store4(KV + (x / K4) * K + (x % K4) * 4, k); });
-    db.store_all(dload, [&](int x, float4 d) {
-      const int j = x / nq, q = x % nq;
-      store4(DT + j * RBM + (q / vt4) * vt + (q % vt4) * 4, d);
-    });
-    gb.store_all(gload, [&](int x, float4 g) { store4(GS + (x / K4) * K + (x % K4) * 4, g); });
-    vb.store_all(vload, [&](int rr, float v) { VS[rr] = v; });
-    ob.store_all(oload, [&](int x, float g) { GS[(x / n_old) * (L + 1) + x % n_old] = g; });
-    // Fallbacks for records not aligned to 4 elements.
-    if (!kv4)
-      for (int x = me; x < n_old * K; x += nt) KV[x] = load_any(rg.k, rg.k_dt, k_off(x / K) + x % K) * ks_at(x / K);
-    if (!dv4)
-      for (int x = me; x < n_old * RB; x += nt)
-        DT[(x / RB) * RBM + x % RB] = load_any(rg.d, rg.d_dt, d_off(x / RB, (x % RB) / vt, (x % RB) % vt));
-    if (KDA && !gv4)
-      for (int x = me; x < n_old * K; x += nt) GS[x] = rg.g[g_off(x / K, 0) + x % K];
   }
+
+  // Stores (and the items past the registers: long rings, large tiles).
+  float* const dcol = DT + hd * vt + vd;
+#pragma unroll
+  for (int u = 0; u < UD; ++u) {
+    const int j = jd0 + u * jds;
+    if (dact && j < n_old) store4(dcol + j * RBM, dr[u]);
+  }
+  if (dact)
+    for (int j = jd0 + UD * jds; j < n_old; j += jds) store4(dcol + j * RBM, load4_any(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1));
+#pragma unroll
+  for (int u = 0; u < UR; ++u) {
+    const int j = jk0 + u * jks;
+    if (kact && j < n_old) {
+      if (kv4) {
+        const float4 k = kr[u];
+        const float ks = ksr[u];
+        store4(KV + j * K + ck * 4, make_float4(k.x * ks, k.y * ks, k.z * ks, k.w * ks));
+      }
+      if (gv4) store4(GS + j * K + ck * 4, gr[u]);
+    }
+  }
+  if (kact) {
+    for (int j = jk0 + UR * jks; j < n_old; j += jks) {
+      if (kv4) {
+        const float4 k = load4_any(rg.k, rg.k_dt, kbase + pos_of(j) * rg.k1);
+        const float ks = ks_at(j);
+        store4(KV + j * K + ck * 4, make_float4(k.x * ks, k.y * ks, k.z * ks, k.w * ks));
+      }
+      if (gv4) store4(GS + j * K + ck * 4, *reinterpret_cast<const float4*>(rg.g + gbase + pos_of(j) * rg.g1));
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < UV; ++u) {
+    const int rr = tid + u * nthr;
+    if (rr < RB) VS[rr] = vr[u];
+  }
+  for (int rr = tid + UV * nthr; rr < RB; rr += nthr) VS[rr] = act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt);
+  if (!KDA) {
+    if (tid < nh * n_old) GS[(tid / n_old) * (L + 1) + tid % n_old] = og;
+    for (int x = tid + nthr; x < nh * n_old; x += nthr) GS[(x / n_old) * (L + 1) + x % n_old] = rg.g[g_off(x % n_old, x / n_old)];
+  }
+  // Records not aligned to 4 elements (or tiles wider than the block).
+  if (!kv4)
+    for (int x = tid; x < n_old * K; x += nthr) KV[x] = load_any(rg.k, rg.k_dt, k_off(x / K) + x % K) * ks_at(x / K);
+  if (!dv4)
+    for (int x = tid; x < n_old * RB; x += nthr)
+      DT[(x / RB) * RBM + x % RB] = load_any(rg.d, rg.d_dt, d_off(x / RB, (x % RB) / vt, (x % RB) % vt));
+  if (KDA && !gv4)
+    for (int x = tid; x < n_old * K; x += nthr) GS[x] = rg.g[g_off(x / K, 0) + x % K];
   __syncthreads();
 
   // Phase 2: decays c_j by suffix sums of the gates (no difference of large
