@@ -95,6 +95,11 @@ inline constexpr int64_t REPLAY_SMEM_CAP = 120 * 1024;
 inline constexpr int REPLAY1_THREADS = 256;
 inline constexpr int REPLAY1_MIN_BLOCKS = 2;
 inline constexpr int64_t REPLAY1_SMEM_CAP = 112 * 1024;
+// KDA blocks (one head, 128 rows: 64 KiB of fp32) are short-lived, so their
+// preparation weighs more: half-size stages (32 KiB, 2 fp32 rows per thread)
+// and three resident blocks per SM instead.
+inline constexpr int REPLAY1_KDA_CHUNKS = 8;
+inline constexpr int REPLAY1_KDA_MIN_BLOCKS = 3;
 
 struct ReplayTile {
   int nh;  // value heads per block (a divisor of G); > 1 only with vt = V

@@ -32,7 +32,7 @@ __host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, 
   Replay1Layout l{};
   int64_t o = 0;
   const int64_t L1 = int64_t(L) + 1;
-  l.stg = o; o += stage_floats(nch, np, REPLAY1_THREADS);
+  l.stg = o; o += stage_floats(nch, np, REPLAY1_THREADS, kda ? REPLAY1_KDA_CHUNKS : 16);
   l.kv = o; o += align4(L1 * K);
   l.kr = o; o += align4(K);
   l.qv = o; o += align4(K);
@@ -71,9 +71,10 @@ __device__ __forceinline__ float4 load4_any(const void* p, DType dt, int64_t i) 
 __device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 
 template <DType SD, bool KDA>
-__global__ void __launch_bounds__(REPLAY1_THREADS, REPLAY1_MIN_BLOCKS) delta_replay1_kernel(ReplayArgs a) {
+__global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS : REPLAY1_MIN_BLOCKS)
+    delta_replay1_kernel(ReplayArgs a) {
   using RW = Row<SD>;
-  using ST = Stage<SD>;
+  using ST = Stage<SD, KDA ? REPLAY1_KDA_CHUNKS : 16>;
   using TS = typename RW::TS;
   constexpr int P = ST::P;
   extern __shared__ float4 smem4[];
@@ -174,7 +175,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, REPLAY1_MIN_BLOCKS) delta_rep
     return s * rg.g0 + pos_of(j) * rg.g1 + int64_t(hv0 + hl) * rg.g2;
   };
   const bool g_writer = vtile == 0;
-  constexpr int UD = 8, UR = 2, UV = 2;
+  constexpr int UD = KDA ? 2 : 8, UR = 2, UV = 2;
   const int vt4 = vt / 4, nq = nh * vt4, K4 = K / 4;
   // d records: column cq = 4 rows (head hd, rows vd..vd+3).
   const bool dv4 = a.d_vec && nq <= nthr;

@@ -24,14 +24,15 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-// Stages per thread: 16 chunks of 16 bytes (256 B per thread, 64 KiB per
-// 256-thread block) whatever the state dtype: 4 rows of fp32, 8 of bf16/fp16.
-template <DType SD>
+// Stages per thread: CH chunks of 16 bytes whatever the state dtype (CH = 16:
+// 256 B per thread, 64 KiB per 256-thread block, 4 rows of fp32 or 8 of
+// bf16/fp16 in flight per thread).
+template <DType SD, int CH = 16>
 struct Stage {
   using RW = Row<SD>;
   using TS = typename RW::TS;
   static constexpr int NCH = RW::NCH;
-  static constexpr int P = 16 / NCH;
+  static constexpr int P = CH / NCH;
 
   // Issue the copies of this thread's share of `row` into stage p.
   __device__ __forceinline__ static void issue(uint4* stg, int threads, int p, const TS* row, int lane,
@@ -60,9 +61,9 @@ struct Stage {
   }
 };
 
-// Shared-memory bytes of the stages for np rows per thread.
-__host__ __device__ inline int64_t stage_floats(int nch, int np, int threads) {
-  const int P = 16 / nch;
+// Shared memory of the stages (in floats) for np rows per thread.
+__host__ __device__ inline int64_t stage_floats(int nch, int np, int threads, int ch = 16) {
+  const int P = ch / nch;
   return int64_t(np < P ? np : P) * nch * threads * 4;
 }
 
