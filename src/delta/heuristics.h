@@ -40,20 +40,24 @@ inline constexpr int REC_TOKEN_CHUNK = 8;
 // Rows of V covered by one block of the recurrence kernel.
 inline int rows_per_block(int threads, int rows_per_thread, int lpr) { return threads / lpr * rows_per_thread; }
 
-// Baseline decode of one token (decode1.cuh): every row of the block is
-// issued into 64 KiB of cp.async stages at once (fp32: 128 rows = one value
-// head at K = V = 128; bf16: 256 rows = two value heads of one key head), so
-// a block keeps 64 KiB in flight from the moment its slot is known; three
-// resident blocks per SM (192 KiB). Small batches split V until the grid has
-// two blocks per SM.
+// Baseline decode of one token (decode1.cuh): the block's rows stream
+// through 64 KiB of cp.async stages (fp32: 128 rows = one value head at
+// K = V = 128 in flight; bf16: 256 rows), issued as soon as the slot is
+// known; a block covers DECODE1_STAGE_ROUNDS stage loads of rows (value heads
+// of one key head share the q̂/k̂ preparation); three resident blocks per SM.
+// Small batches split V until the grid has two blocks per SM.
 inline constexpr int DECODE1_THREADS = 256;
 inline constexpr int DECODE1_MIN_BLOCKS = 3;
+// Rows per block in units of the stages (1: every row in flight at once, the
+// block idle between its burst of loads and its burst of stores; 2: the
+// stages are refilled once, so a block streams twice as long per preparation).
+inline constexpr int DECODE1_STAGE_ROUNDS = 2;
 struct DecodeTile {
   int nh;  // value heads per block (a divisor of G)
   int vt;  // rows of V per head per block (a multiple of the lane groups)
 };
 inline DecodeTile decode1_tile(int64_t B, int64_t H, int64_t G, int64_t V, int lpr, int nch, int sm_count) {
-  const int rpp = DECODE1_THREADS / lpr, cap = (16 / nch) * rpp;
+  const int rpp = DECODE1_THREADS / lpr, cap = DECODE1_STAGE_ROUNDS * (16 / nch) * rpp;
   DecodeTile t{1, int(V)};
   if (V > cap) {
     t.vt = cap;
