@@ -1,10 +1,10 @@
 // Baseline decode of one token (T = 1): read S, apply the token, write S
 // (recurrent.cuh has the general T / snapshot / prefill kernel; same math).
 // Block (x: value-head group × V tile, y: key head kh, z: row b) covers nh
-// value heads of kh and vt rows of V each. Every checkpoint row the block
-// owns (up to P per thread, 64 KiB) is issued into cp.async stages
-// (stream.cuh) as soon as the slot is known; q̂, k̂, gates, β and v are
-// prepared while they are in flight; then per row
+// value heads of kh and vt rows of V each. The first P rows per thread
+// (64 KiB) are issued into cp.async stages (stream.cuh) as soon as the slot
+// is known; q̂, k̂, gates, β and v are prepared while they are in flight;
+// each consumed stage is refilled with the thread's next row; per row
 //   a_k = α (S k̂), a_q = α (S q̂)   (KDA: S(α ⊙ k̂), S(α ⊙ q̂))
 //   d = β (v − a_k), o = a_q + (k̂·q̂) d, S ← α S + d k̂ᵀ (KDA: S Diag(α) + d k̂ᵀ)
 // and the row is written back (streaming store).
