@@ -40,6 +40,47 @@ inline constexpr int REC_TOKEN_CHUNK = 8;
 // Rows of V covered by one block of the recurrence kernel.
 inline int rows_per_block(int threads, int rows_per_thread, int lpr) { return threads / lpr * rows_per_thread; }
 
+// Baseline decode of one token (decode1.cuh): the block's rows stream
+// through 64 KiB of cp.async stages (fp32: 128 rows = one value head at
+// K = V = 128 in flight; bf16: 256 rows), issued as soon as the slot is
+// known; a block covers DECODE1_STAGE_ROUNDS stage loads of rows (value heads
+// of one key head share the q̂/k̂ preparation); three resident blocks per SM.
+// Small batches split V until the grid has two blocks per SM.
+inline constexpr int DECODE1_THREADS = 256;
+inline constexpr int DECODE1_MIN_BLOCKS = 3;
+// Rows per block in units of the stages (1: every row in flight at once, the
+// block idle between its burst of loads and its burst of stores; 2: the
+// stages are refilled once, so a block streams twice as long per preparation).
+inline constexpr int DECODE1_STAGE_ROUNDS = 2;
+struct DecodeTile {
+  int nh;  // value heads per block (a divisor of G)
+  int vt;  // rows of V per head per block (a multiple of the lane groups)
+};
+inline DecodeTile decode1_tile(int64_t B, int64_t H, int64_t G, int64_t V, int lpr, int nch, int sm_count) {
+  const int rpp = DECODE1_THREADS / lpr, cap = DECODE1_STAGE_ROUNDS * (16 / nch) * rpp;
+  DecodeTile t{1, int(V)};
+  if (V > cap) {
+    t.vt = cap;
+  } else {
+    int n = int(G);
+    while (n > 1 && (G % n || n * V > cap)) --n;
+    t.nh = n;
+  }
+  const int64_t target = 2 * int64_t(std::max(sm_count, 1));
+  while (B * H * (G / t.nh) * ((V + t.vt - 1) / t.vt) < target) {
+    if (t.nh > 1) {
+      int n = t.nh - 1;
+      while (G % n) --n;
+      t.nh = n;
+    } else if (t.vt > rpp) {
+      t.vt = std::max(rpp, ((t.vt + 1) / 2 + rpp - 1) / rpp * rpp);
+    } else {
+      break;
+    }
+  }
+  return t;
+}
+
 // Replay step: 256 threads, each lane group walks rows of its block with the
 // next row prefetched into registers while the current one is reduced.
 inline constexpr int REPLAY_THREADS = 256;
@@ -48,6 +89,21 @@ inline constexpr int REPLAY_THREADS = 256;
 inline constexpr int REPLAY_MIN_BLOCKS_PER_SM = 4;
 // Shared memory budget of one replay block (the d tile dominates: (L+T)·rows·4 B).
 inline constexpr int64_t REPLAY_SMEM_CAP = 120 * 1024;
+
+// Replay step of one token (replay1.cuh): the checkpoint rows stream through
+// 64 KiB of cp.async stages per block (P rows per thread in flight, stream.cuh),
+// so the bytes in flight do not cost registers. Two resident blocks per SM
+// (128 KiB in flight) need at most ~112 KiB of shared memory per block; at
+// K = V = 128, L = 16 a GDN block of a whole key head (4 value heads, 512
+// rows: 32 KiB of d records) just fits.
+inline constexpr int REPLAY1_THREADS = 256;
+inline constexpr int REPLAY1_MIN_BLOCKS = 2;
+inline constexpr int64_t REPLAY1_SMEM_CAP = 112 * 1024;
+// KDA blocks (one head, 128 rows: 64 KiB of fp32) are short-lived, so their
+// preparation weighs more: half-size stages (32 KiB, 2 fp32 rows per thread)
+// and three resident blocks per SM instead.
+inline constexpr int REPLAY1_KDA_CHUNKS = 8;
+inline constexpr int REPLAY1_KDA_MIN_BLOCKS = 3;
 
 struct ReplayTile {
   int nh;  // value heads per block (a divisor of G); > 1 only with vt = V
@@ -61,13 +117,13 @@ struct ReplayTile {
 // products carry per-head gates, so its blocks never span heads.
 template <class SmemFn>
 ReplayTile replay_tile(DeltaFamily f, int64_t B, int64_t H, int64_t G, int64_t V, int lpr,
-                       int sm_count, SmemFn smem_bytes) {
+                       int sm_count, SmemFn smem_bytes, int64_t smem_cap = REPLAY_SMEM_CAP) {
   const int rpp = REPLAY_THREADS / lpr;
   ReplayTile t{f == DeltaFamily::gdn ? int(G) : 1, int(V)};
   const int64_t target = int64_t(REPLAY_MIN_BLOCKS_PER_SM) * std::max(sm_count, 1);
   auto blocks = [&](const ReplayTile& x) { return B * H * (G / x.nh) * ((V + x.vt - 1) / x.vt); };
   for (;;) {
-    const bool few = blocks(t) < target, big = smem_bytes(t) > REPLAY_SMEM_CAP;
+    const bool few = blocks(t) < target, big = smem_bytes(t) > smem_cap;
     if (!few && !big) break;
     if (t.nh > 1) {
       int n = t.nh - 1;

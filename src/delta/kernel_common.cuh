@@ -172,6 +172,40 @@ struct Row {
     }
     return acc;
   }
+  // s ← this lane's share of a K-vector in shared memory (zeros past K): a
+  // vector used for every row of a block kept in registers.
+  __device__ __forceinline__ void load_shared(const float* u, int lane, int lpr, int K) {
+#pragma unroll
+    for (int j = 0; j < NCH; ++j) {
+      if (has(j, lane, lpr, K)) {
+        const float4* p = reinterpret_cast<const float4*>(u + (j * lpr + lane) * VEC);
+#pragma unroll
+        for (int e = 0; e < VEC / 4; ++e) {
+          const float4 w = p[e];
+          s[j][4 * e] = w.x; s[j][4 * e + 1] = w.y; s[j][4 * e + 2] = w.z; s[j][4 * e + 3] = w.w;
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) s[j][e] = 0.f;
+      }
+    }
+  }
+  // Σ s·u over this lane's elements, u another register row (both zero past K).
+  __device__ __forceinline__ float dot(const Row& u) const {
+    float acc = 0.f;
+#pragma unroll
+    for (int j = 0; j < NCH; ++j)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) acc += s[j][e] * u.s[j][e];
+    return acc;
+  }
+  // s ← s + c·u, u another register row.
+  __device__ __forceinline__ void axpy(float c, const Row& u) {
+#pragma unroll
+    for (int j = 0; j < NCH; ++j)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s[j][e] += c * u.s[j][e];
+  }
   // s ← a·s (scalar).
   __device__ __forceinline__ void scale(float a) {
 #pragma unroll

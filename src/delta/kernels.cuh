@@ -2,8 +2,10 @@
 // the per-dtype instantiation units.
 #pragma once
 #include "delta/kernels.h"
+#include "delta/decode1.cuh"
 #include "delta/recurrent.cuh"
 #include "delta/replay.cuh"
+#include "delta/replay1.cuh"
 
 namespace replayssm::delta::cuda_impl {
 
@@ -11,15 +13,25 @@ namespace replayssm::delta::cuda_impl {
 // operation: safe during graph capture).
 template <class Kernel>
 inline void launch_kernel(Kernel k, const Launch& l, auto&& args) {
-  if (l.smem > 48 * 1024) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem));
+  if (l.smem > 48 * 1024) {
+    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem));
+    // Several resident blocks of a large-shared-memory kernel need the whole carveout.
+    cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
+  }
   k<<<dim3(l.grid[0], l.grid[1], l.grid[2]), l.threads, l.smem, reinterpret_cast<cudaStream_t>(l.stream)>>>(args);
 }
 
 template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Launch& l) {
   launch_kernel(delta_recurrent_kernel<SD, KDA>, l, a);
 }
+template <DType SD, bool KDA> void launch_decode1(const RecArgs& a, const Launch& l) {
+  launch_kernel(delta_decode1_kernel<SD, KDA>, l, a);
+}
 template <DType SD, bool KDA> void launch_replay(const ReplayArgs& a, const Launch& l) {
   launch_kernel(delta_replay_kernel<SD, KDA>, l, a);
+}
+template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l) {
+  launch_kernel(delta_replay1_kernel<SD, KDA>, l, a);
 }
 template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& l) {
   launch_kernel(delta_fold_kernel<SD, KDA>, l, a);
@@ -28,8 +40,12 @@ template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& 
 #define RSSM_DELTA_INSTANTIATE(SD)                                                      \
   template void launch_recurrent<SD, false>(const RecArgs&, const Launch&);             \
   template void launch_recurrent<SD, true>(const RecArgs&, const Launch&);              \
+  template void launch_decode1<SD, false>(const RecArgs&, const Launch&);               \
+  template void launch_decode1<SD, true>(const RecArgs&, const Launch&);                \
   template void launch_replay<SD, false>(const ReplayArgs&, const Launch&);             \
   template void launch_replay<SD, true>(const ReplayArgs&, const Launch&);              \
+  template void launch_replay1<SD, false>(const ReplayArgs&, const Launch&);            \
+  template void launch_replay1<SD, true>(const ReplayArgs&, const Launch&);             \
   template void launch_fold<SD, false>(const FoldArgs&, const Launch&);                 \
   template void launch_fold<SD, true>(const FoldArgs&, const Launch&);
 

@@ -18,6 +18,8 @@ struct Launch {
 
 template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_replay(const ReplayArgs& a, const Launch& l);
+template <DType SD, bool KDA> void launch_decode1(const RecArgs& a, const Launch& l);
+template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& l);
 
 }  // namespace replayssm::delta::cuda_impl

@@ -12,8 +12,10 @@
 #include "delta/heuristics.h"
 #include "delta/kernels.h"
 #include "delta/params.h"
+#include "delta/decode1.cuh"
 #include "delta/recurrent.cuh"
 #include "delta/replay.cuh"
+#include "delta/replay1.cuh"
 
 namespace replayssm::delta::cuda_impl {
 
@@ -194,7 +196,9 @@ void dispatch(DType state, bool kda, const Args& a, const Launch& l) {
   }
 }
 template <DType SD, bool KDA> struct RecOp { static void run(const RecArgs& a, const Launch& l) { launch_recurrent<SD, KDA>(a, l); } };
+template <DType SD, bool KDA> struct Decode1Op { static void run(const RecArgs& a, const Launch& l) { launch_decode1<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct ReplayOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay<SD, KDA>(a, l); } };
+template <DType SD, bool KDA> struct Replay1Op { static void run(const ReplayArgs& a, const Launch& l) { launch_replay1<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct FoldOp { static void run(const FoldArgs& a, const Launch& l) { launch_fold<SD, KDA>(a, l); } };
 
 void launch_cursor(const CursorArgs& a, const Exec& exec) {
@@ -208,6 +212,20 @@ void run_recurrent(const char* fn, RecArgs& a, const Tensor& state, const Dims& 
   a.st = state_of(state);
   a.lpr = lanes_per_row(d.K);
   a.status = exec.device_status;
+  if (a.mode == REC_DECODE && a.T == 1) {  // staged streaming kernel (decode1.cuh)
+    const int nch = int(dtype_size(state.dtype));  // 16-byte chunks per 16-element lane share
+    const int64_t G = d.HV / d.H;
+    const DecodeTile t = decode1_tile(d.B, d.H, G, d.V, a.lpr, nch, sm_count());
+    a.nh = t.nh;
+    a.vt = t.vt;
+    a.vtiles = int((d.V + t.vt - 1) / t.vt);
+    const int rpp = DECODE1_THREADS / a.lpr, rbm = t.nh * t.vt;
+    const size_t smem = size_t(decode1_layout(is_kda(d), int(d.K), t.nh, rbm, nch, (rbm + rpp - 1) / rpp).total) * 4;
+    const Launch l = launch_of(unsigned((G / t.nh) * a.vtiles), unsigned(d.H), unsigned(rows), DECODE1_THREADS, smem, exec);
+    dispatch<Decode1Op>(state.dtype, is_kda(d), a, l);
+    cuda_util::check_launch(fn);
+    return;
+  }
   const int rb = rows_per_block(REC_THREADS, REC_ROWS, a.lpr);
   const int fold_L = a.rings.d ? a.rings.L : 0;
   const size_t smem = size_t(rec_layout(is_kda(d), int(d.K), a.tc, fold_L, rb).total) * 4;
@@ -298,18 +316,45 @@ void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num
   a.status = exec.device_status;
   const bool kda = is_kda(d);
   const int64_t G = d.HV / d.H;
-  auto smem_of = [&](const ReplayTile& t) {
-    return replay_layout(kda, int(d.K), a.T, int(d.L), t.nh, t.nh * t.vt).bytes;
-  };
-  const ReplayTile tile = replay_tile(d.family, d.B, d.H, G, d.V, a.lpr, sm_count(), smem_of);
-  a.nh = tile.nh;
-  a.vt = tile.vt;
-  a.vtiles = int((d.V + tile.vt - 1) / tile.vt);
-  const size_t smem = size_t(smem_of(tile));
-  check::require(smem <= 227 * 1024, fn, "pool.L", "L + T too large for the cuda replay kernel's shared memory");
-  const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
-                             REPLAY_THREADS, smem, exec);
-  dispatch<ReplayOp>(pool.state.dtype, kda, a, l);
+  if (a.T == 1) {  // plain decode: staged streaming kernel (replay1.cuh)
+    auto vec4 = [](const Tensor& t, int64_t last) {
+      const int64_t e = int64_t(dtype_size(t.dtype));
+      bool ok = t.defined() && reinterpret_cast<uintptr_t>(t.data) % uintptr_t(4 * e) == 0 && last % 4 == 0;
+      for (int i = 0; ok && i + 1 < t.ndim; ++i) ok = t.stride[i] % 4 == 0;
+      return ok;
+    };
+    a.d_vec = vec4(pool.ring_d, d.V);
+    a.k_vec = vec4(pool.ring_k, d.K);
+    a.g_vec = kda && vec4(pool.ring_g, d.K);
+    const int nch = int(dtype_size(pool.state.dtype));  // 16-byte chunks per 16-element lane share
+    const int rpp = REPLAY1_THREADS / a.lpr;
+    auto smem_of = [&](const ReplayTile& t) {
+      const int rbm = t.nh * t.vt;
+      return replay1_layout(kda, int(d.K), int(d.L), t.nh, rbm, nch, (rbm + rpp - 1) / rpp).total * 4;
+    };
+    const ReplayTile tile = replay_tile(d.family, d.B, d.H, G, d.V, a.lpr, sm_count(), smem_of, REPLAY1_SMEM_CAP);
+    a.nh = tile.nh;
+    a.vt = tile.vt;
+    a.vtiles = int((d.V + tile.vt - 1) / tile.vt);
+    const size_t smem = size_t(smem_of(tile));
+    check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda replay kernel's shared memory");
+    const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
+                               REPLAY1_THREADS, smem, exec);
+    dispatch<Replay1Op>(pool.state.dtype, kda, a, l);
+  } else {
+    auto smem_of = [&](const ReplayTile& t) {
+      return replay_layout(kda, int(d.K), a.T, int(d.L), t.nh, t.nh * t.vt).bytes;
+    };
+    const ReplayTile tile = replay_tile(d.family, d.B, d.H, G, d.V, a.lpr, sm_count(), smem_of);
+    a.nh = tile.nh;
+    a.vt = tile.vt;
+    a.vtiles = int((d.V + tile.vt - 1) / tile.vt);
+    const size_t smem = size_t(smem_of(tile));
+    check::require(smem <= 227 * 1024, fn, "pool.L", "L + T too large for the cuda replay kernel's shared memory");
+    const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
+                               REPLAY_THREADS, smem, exec);
+    dispatch<ReplayOp>(pool.state.dtype, kda, a, l);
+  }
   cuda_util::check_launch(fn);
   CursorArgs c;
   c.rings = a.rings;

@@ -80,6 +80,9 @@ struct RecArgs {
   int T = 0;         // decode / snapshot tokens per row
   int lpr = 8;       // lanes per state row
   int tc = 8;        // tokens per shared-memory chunk
+  int nh = 1;        // T = 1 decode kernel: value heads per block
+  int vt = 0;        // T = 1 decode kernel: V rows per block per head
+  int vtiles = 1;    // T = 1 decode kernel: ceil(V / vt)
   int32_t* status = nullptr;
 };
 
@@ -97,6 +100,9 @@ struct ReplayArgs {
   int nh = 1;         // value heads per block (all of them when > 1: vt = V)
   int vt = 0;         // V rows per block per head
   int vtiles = 1;     // ceil(V / vt)
+  // Records readable 4 elements at a time (pointer and outer strides aligned
+  // to 4 elements; T = 1 kernel): ring_d (and V % 4 == 0), ring_k, ring_g (KDA).
+  bool d_vec = false, k_vec = false, g_vec = false;
   int32_t* status = nullptr;
 };
 

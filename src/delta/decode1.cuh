@@ -1,0 +1,165 @@
+// Baseline decode of one token (T = 1): read S, apply the token, write S
+// (recurrent.cuh has the general T / snapshot / prefill kernel; same math).
+// Block (x: value-head group × V tile, y: key head kh, z: row b) covers nh
+// value heads of kh and vt rows of V each. The first P rows per thread
+// (64 KiB) are issued into cp.async stages (stream.cuh) as soon as the slot
+// is known; q̂, k̂, gates, β and v are prepared while they are in flight;
+// each consumed stage is refilled with the thread's next row; per row
+//   a_k = α (S k̂), a_q = α (S q̂)   (KDA: S(α ⊙ k̂), S(α ⊙ q̂))
+//   d = β (v − a_k), o = a_q + (k̂·q̂) d, S ← α S + d k̂ᵀ (KDA: S Diag(α) + d k̂ᵀ)
+// and the row is written back (streaming store).
+#pragma once
+#include "delta/heuristics.h"
+#include "delta/stream.cuh"
+
+namespace replayssm::delta::cuda_impl {
+
+// Shared memory of the T = 1 decode kernel, in floats (stages first).
+struct Decode1Layout {
+  int64_t stg, kn, qn, ka, qa, al, sc, vs, total;
+};
+__host__ __device__ inline Decode1Layout decode1_layout(bool kda, int K, int nh, int rbm, int nch, int np) {
+  Decode1Layout l{};
+  int64_t o = 0;
+  l.stg = o; o += stage_floats(nch, np, DECODE1_THREADS);
+  l.kn = o; o += align4(K);
+  l.qn = o; o += align4(K);
+  l.ka = o; o += kda ? align4(int64_t(nh) * K) : 0;
+  l.qa = o; o += kda ? align4(int64_t(nh) * K) : 0;
+  l.al = o; o += kda ? align4(int64_t(nh) * K) : 0;
+  l.sc = o; o += align4(int64_t(nh) * 2 + 1);
+  l.vs = o; o += align4(rbm);
+  l.total = o;
+  return l;
+}
+
+template <DType SD, bool KDA>
+__global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_decode1_kernel(RecArgs a) {
+  using RW = Row<SD>;
+  using ST = Stage<SD>;
+  using TS = typename RW::TS;
+  constexpr int P = ST::P;
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  const TokenArgs& in = a.in;
+  const int K = in.K, V = in.V, lpr = a.lpr;
+  const int b = blockIdx.z, kh = blockIdx.y;
+  const int hgroup = blockIdx.x / a.vtiles, vtile = blockIdx.x % a.vtiles;
+  const int nh = a.nh;
+  const int hv0 = kh * in.G + hgroup * nh;
+  const int v0 = vtile * a.vt;
+  const int vt = min(a.vt, V - v0);
+  const int RB = nh * vt, RBM = nh * a.vt;
+  const int tid = threadIdx.x, warp = tid >> 5, lane32 = tid & 31;
+  const int nthr = blockDim.x;
+  const int grp = tid / lpr, lane = tid % lpr, rpp = nthr / lpr;
+  const int np = (RBM + rpp - 1) / rpp;
+  const bool reporter = tid == 0 && blockIdx.x == 0 && kh == 0;
+
+  const int64_t s = idx_at(a.slot, b);
+  if (s == a.pad) {
+    for (int x = tid; x < RB; x += nthr) out_at(in.o, b, 0, hv0 + x / vt, v0 + x % vt, 0.f);
+    return;
+  }
+  if (s < 0 || s >= a.S) {
+    if (reporter) cuda_util::report(a.status, STATUS_BAD_SLOT);
+    return;
+  }
+  TS* const state = static_cast<TS*>(a.st.p) + s * a.st.s0;
+  auto row_ptr = [&](int rr) {
+    return state + int64_t(hv0 + rr / vt) * a.st.s1 + int64_t(v0 + rr % vt) * a.st.s2;
+  };
+  const Decode1Layout lay = decode1_layout(KDA, K, nh, RBM, ST::NCH, np);
+  uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
+#pragma unroll
+  for (int pi = 0; pi < P; ++pi) {
+    const int rr = pi * rpp + grp;
+    if (pi < np && rr < RB) ST::issue(STG, nthr, pi, row_ptr(rr), lane, lpr, K);
+    cp_async_commit();
+  }
+
+  float* KN = sm + lay.kn;  // [K] k̂
+  float* QN = sm + lay.qn;  // [K] q̂
+  float* KA = sm + lay.ka;  // KDA [nh][K] α ⊙ k̂
+  float* QA = sm + lay.qa;  // KDA [nh][K] α ⊙ q̂
+  float* AL = sm + lay.al;  // KDA [nh][K] α
+  float* SC = sm + lay.sc;  // [nh] α (GDN), [nh] β, {k̂·q̂}
+  float* VS = sm + lay.vs;  // [RBM] v
+  if (warp == 0) {
+    float ks, kq;
+    warp_prep_qk(in, b, 0, kh, KN, QN, ks, kq);
+    if (lane32 == 0) SC[2 * nh] = kq;
+  } else {  // v, β and gates while warp 0 prepares q̂, k̂
+    const int me = tid - 32, nt = nthr - 32;
+    for (int x = me; x < RB; x += nt) VS[x] = act_at(in.v, b, 0, hv0 + x / vt, v0 + x % vt);
+    for (int x = me; x < nh; x += nt) {
+      SC[nh + x] = beta_at(in, b, 0, hv0 + x);
+      if (!KDA) SC[x] = expf(gate_at(in, false, b, 0, hv0 + x, 0));
+    }
+    if (KDA)
+      for (int x = me; x < nh * K; x += nt) AL[x] = expf(gate_at(in, true, b, 0, hv0 + x / K, x % K));
+  }
+  __syncthreads();
+  if (KDA) {
+    for (int x = tid; x < nh * K; x += nthr) {
+      KA[x] = AL[x] * KN[x % K];
+      QA[x] = AL[x] * QN[x % K];
+    }
+    __syncthreads();
+  }
+
+  const float kq = SC[2 * nh];
+  // Row rr = pi·rpp + grp is (value head hv0 + hl, v0 + vl), advanced without
+  // divisions; the refill row (rr + P·rpp) likewise. The key vector every row
+  // is multiplied with stays in registers (KDA: per head, so when nh == 1).
+  RW uk;  // k̂ (KDA: α ⊙ k̂; with nh == 1)
+  const bool ureg = !KDA || nh == 1;
+  if (ureg) uk.load_shared(KDA ? KA : KN, lane, lpr, K);
+  auto advance = [&](int& h, int& v, int by) {
+    v += by;
+    while (v >= vt) {
+      v -= vt;
+      ++h;
+    }
+  };
+  int hl = 0, vl = 0, hn = 0, vn = 0;
+  advance(hl, vl, grp);
+  advance(hn, vn, P * rpp + grp);
+  const int64_t o_base = int64_t(b) * in.o.sb + v0;
+  for (int pi = 0; pi < np; ++pi) {
+    const bool valid = hl < nh;
+    const int hc = valid ? hl : 0;
+    cp_async_wait<P - 1>();
+    RW row;
+    if (valid) ST::read(row, STG, nthr, pi, lane, lpr, K);
+    else row.zero();
+    float pk = ureg ? row.dot(uk) : row.dot(KA + hc * K, lane, lpr, K);
+    float pq = row.dot(KDA ? QA + hc * K : QN, lane, lpr, K);
+    {  // refill the stage just consumed
+      const int pn = pi + P;
+      if (pn < np && hn < nh)
+        ST::issue(STG, nthr, pn, state + int64_t(hv0 + hn) * a.st.s1 + int64_t(v0 + vn) * a.st.s2, lane, lpr, K);
+      cp_async_commit();
+      advance(hn, vn, rpp);
+    }
+    pk = group_sum(pk, lpr);
+    pq = group_sum(pq, lpr);
+    const float alpha = KDA ? 1.f : SC[hc];
+    const float d = SC[nh + hc] * (VS[valid ? pi * rpp + grp : 0] - alpha * pk);
+    if (KDA) {
+      row.scale(AL + hc * K, lane, lpr, K);
+      row.axpy(d, KN, lane, lpr, K);
+    } else {
+      row.scale(alpha);
+      row.axpy(d, uk);
+    }
+    if (valid) {
+      row.store(state + int64_t(hv0 + hl) * a.st.s1 + int64_t(v0 + vl) * a.st.s2, lane, lpr, K);
+      if (lane == 0)
+        store_any(in.o.p, in.o.dt, o_base + int64_t(hv0 + hl) * in.o.sh + vl, alpha * pq + kq * d);
+    }
+    advance(hl, vl, rpp);
+  }
+}
+
+}  // namespace replayssm::delta::cuda_impl

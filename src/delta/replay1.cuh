@@ -1,0 +1,444 @@
+// Replay step of one token (T = 1, plain decode), with the flush fused
+// (design/replay.md §2). Same grid and math as replay.cuh, arranged so the
+// checkpoint streams at copy bandwidth:
+//   1. the block's first P checkpoint rows per thread are issued (cp.async
+//      into shared stages, stream.cuh) as soon as the slot is known;
+//   2. while they are in flight everything that does not need S_0 is
+//      prepared: cursor, record keys, d records, gates, coefficients, and
+//      per row the history terms
+//        h_u[v] = Σ_{j<m} W_{u,j} d_j[v],  W_{u,j} = c_j (k̂_j·u)   (GDN)
+//        W_{u,j} = (c_j ⊙ k̂_j)·u                                     (KDA)
+//      with c_j = e^{Λ_m − Λ_j} (suffix sums of the gates, fp32), m = count;
+//   3. the rows stream through the stages (P rows per thread in flight);
+//      per row only the two products S_0 u_k, S_0 u_q remain:
+//        a_u = e^{Λ_m} (S_0 u) + h_u  (KDA: S_0 (e^{Λ_m} ⊙ u) + h_u),
+//        d = β (v − a_k) (rounded to ring_d's dtype), o = a_q + (k̂·q̂) d.
+// Flush (count = L): the row is folded first, S_h = e^{Λ_h} ⊙ S_0 +
+// Σ_j d_j (c_j ⊙ k̂_j)ᵀ (c_j = e^{Λ_h − Λ_j}), stored once, and the token
+// reads S_h with no history and decay e^{g}.
+#pragma once
+#include "delta/heuristics.h"
+#include "delta/stream.cuh"
+
+namespace replayssm::delta::cuda_impl {
+
+// Shared memory of the T = 1 replay kernel, in floats (stages first: 16-byte
+// aligned). rbm = nh·vt rows, np rows per thread.
+struct Replay1Layout {
+  int64_t stg, kv, kr, qv, uk, uq, e0v, gs, dt, dk, dq, co, eu, e0, beta, misc, vs, hq, total;
+};
+__host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, int nh, int rbm, int nch,
+                                                        int np) {
+  Replay1Layout l{};
+  int64_t o = 0;
+  const int64_t L1 = int64_t(L) + 1;
+  l.stg = o; o += stage_floats(nch, np, REPLAY1_THREADS, kda ? REPLAY1_KDA_CHUNKS : 16);
+  l.kv = o; o += align4(L1 * K);
+  l.kr = o; o += align4(K);
+  l.qv = o; o += align4(K);
+  l.uk = o; o += kda ? align4(K) : 0;
+  l.uq = o; o += kda ? align4(K) : 0;
+  l.e0v = o; o += kda ? align4(K) : 0;
+  l.gs = o; o += align4(L1 * (kda ? K : nh));
+  l.dt = o; o += align4(int64_t(L) * rbm);
+  l.dk = o; o += align4(L);
+  l.dq = o; o += align4(L);
+  l.co = o; o += kda ? 0 : align4(int64_t(nh) * L);
+  l.eu = o; o += align4(nh);
+  l.e0 = o; o += align4(nh);
+  l.beta = o; o += align4(nh);
+  l.misc = o; o += 4;
+  l.vs = o; o += align4(rbm);
+  l.hq = o; o += align4(rbm);
+  l.total = o;
+  return l;
+}
+
+// Elements i .. i+3 of a float tensor of dtype dt (aligned to 4 elements).
+__device__ __forceinline__ float4 load4_any(const void* p, DType dt, int64_t i) {
+  if (dt == DType::f32) return *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
+  const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p) + i);
+  float2 x, y;
+  if (dt == DType::bf16) {
+    x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+    y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+  } else {
+    x = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+    y = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+  }
+  return make_float4(x.x, x.y, y.x, y.y);
+}
+__device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+
+template <DType SD, bool KDA>
+__global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS : REPLAY1_MIN_BLOCKS)
+    delta_replay1_kernel(ReplayArgs a) {
+  using RW = Row<SD>;
+  using ST = Stage<SD, KDA ? REPLAY1_KDA_CHUNKS : 16>;
+  using TS = typename RW::TS;
+  constexpr int P = ST::P;
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  const TokenArgs& in = a.in;
+  const Rings& rg = a.rings;
+  const int K = in.K, V = in.V, lpr = a.lpr, R = rg.R, L = rg.L;
+  const int b = blockIdx.z, kh = blockIdx.y;
+  const int hgroup = blockIdx.x / a.vtiles, vtile = blockIdx.x % a.vtiles;
+  const int nh = a.nh;
+  const int hv0 = kh * in.G + hgroup * nh;
+  const int v0 = vtile * a.vt;
+  const int vt = min(a.vt, V - v0);
+  const int RB = nh * vt, RBM = nh * a.vt;
+  const int tid = threadIdx.x, warp = tid >> 5, lane32 = tid & 31, nwarps = blockDim.x >> 5;
+  const int nthr = blockDim.x;
+  const int grp = tid / lpr, lane = tid % lpr, rpp = nthr / lpr;
+  const int np = (RBM + rpp - 1) / rpp;  // uniform over the grid (stage sizing)
+  const bool reporter = tid == 0 && blockIdx.x == 0 && kh == 0;
+
+  const int64_t s = idx_at(a.slot, b);
+  if (s == a.pad) {
+    for (int x = tid; x < RB; x += nthr) out_at(in.o, b, 0, hv0 + x / vt, v0 + x % vt, 0.f);
+    return;
+  }
+  if (s < 0 || s >= a.S) {
+    if (reporter) cuda_util::report(a.status, STATUS_BAD_SLOT);
+    return;
+  }
+  TS* const state = static_cast<TS*>(a.st.p) + s * a.st.s0;
+  auto row_ptr = [&](int rr) {
+    return state + int64_t(hv0 + rr / vt) * a.st.s1 + int64_t(v0 + rr % vt) * a.st.s2;
+  };
+  const Replay1Layout lay = replay1_layout(KDA, K, L, nh, RBM, ST::NCH, np);
+  uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
+#pragma unroll
+  for (int pi = 0; pi < P; ++pi) {
+    const int rr = pi * rpp + grp;
+    if (pi < np && rr < RB) ST::issue(STG, nthr, pi, row_ptr(rr), lane, lpr, K);
+    cp_async_commit();
+  }
+
+  RingCursor c = cursor_at(rg, s);
+  if (!cursor_ok(rg, c)) {
+    cp_async_wait_all();
+    if (reporter) cuda_util::report(a.status, STATUS_RING_OVERFLOW);
+    return;
+  }
+  if (a.acc.p) {
+    if (!ring_commit(c, int32_t(idx_at(a.acc, b)))) {
+      cp_async_wait_all();
+      if (reporter) cuda_util::report(a.status, STATUS_BAD_ACCEPTED);
+      return;
+    }
+  } else if (c.pending != 0) {
+    cp_async_wait_all();
+    if (reporter) cuda_util::report(a.status, STATUS_UNCOMMITTED);
+    return;
+  }
+  const StepPlan p = ring_plan_step(c, 1, L, R);
+  const bool flush = p.flush;
+  const int n_old = flush ? p.fold_count : p.hist_count;
+  const int old_start = flush ? p.fold_start : p.hist_start;
+  const int64_t apos = p.append_start;
+
+  float* KV = sm + lay.kv;    // [L+1][K] k̂_j of the old records, then k̂ of the token (KDA: c_j ⊙ k̂_j)
+  float* QV = sm + lay.qv;    // [K] q̂
+  float* UK = sm + lay.uk;    // KDA [K] e^{Λ_m} ⊙ k̂
+  float* UQ = sm + lay.uq;    // KDA [K] e^{Λ_m} ⊙ q̂
+  float* E0V = sm + lay.e0v;  // KDA [K] flush decay e^{Λ_h}
+  float* GS = sm + lay.gs;    // GDN [nh][L+1], KDA [L+1][K] gates
+  float* DT = sm + lay.dt;    // [L][RBM] d of the old records (flush GDN: times c_j)
+  float* DK = sm + lay.dk;    // [L] (k̂_j·k̂) (KDA: W_{k,j})
+  float* DQ = sm + lay.dq;    // [L] (k̂_j·q̂) (KDA: W_{q,j})
+  float* CO = sm + lay.co;    // GDN [nh][L] c_j
+  float* EU = sm + lay.eu;    // GDN [nh] decay of S_0 in the outputs
+  float* E0 = sm + lay.e0;    // GDN [nh] flush decay
+  float* BETA = sm + lay.beta;
+  float* MISC = sm + lay.misc;  // {k̂·q̂}
+  float* VS = sm + lay.vs;    // [RBM] v, then β (v − h_k)
+  float* HQ = sm + lay.hq;    // [RBM] h_q
+
+  // Phase 1: loads that need only the cursor. Every thread first issues all
+  // its record loads (kept in registers), then warp 0 prepares the token while
+  // they are in flight, then they are stored. Records are read 4 elements at a
+  // time: thread ↔ (a column of 4 elements, records j0, j0 + js, ...), so the
+  // addresses need no divisions.
+  auto pos_of = [&](int j) {  // ring_pos(old_start, j, R) for j < R, without a division
+    const int q = old_start + j;
+    return int64_t(q >= R ? q - R : q);
+  };
+  auto k_off = [&](int j) { return s * rg.k0 + pos_of(j) * rg.k1 + int64_t(kh) * rg.k2; };
+  auto ks_at = [&](int j) { return rg.ks[s * rg.ks0 + pos_of(j) * rg.ks1 + int64_t(kh) * rg.ks2]; };
+  auto d_off = [&](int j, int hl, int v) {
+    return s * rg.d0 + pos_of(j) * rg.d1 + int64_t(hv0 + hl) * rg.d2 + v0 + v;
+  };
+  auto g_off = [&](int j, int hl) {  // gate record j of value head hv0 + hl
+    return s * rg.g0 + pos_of(j) * rg.g1 + int64_t(hv0 + hl) * rg.g2;
+  };
+  const bool g_writer = vtile == 0;
+  constexpr int UD = KDA ? 2 : 8, UR = 2, UV = 2;
+  const int vt4 = vt / 4, nq = nh * vt4, K4 = K / 4;
+  // d records: column cq = 4 rows (head hd, rows vd..vd+3).
+  const bool dv4 = a.d_vec && nq <= nthr;
+  const int jds = dv4 ? nthr / nq : 1, cq = dv4 ? tid % nq : 0, jd0 = dv4 ? tid / nq : 0;
+  const bool dact = dv4 && tid < jds * nq;
+  const int hd = dv4 ? cq / vt4 : 0, vd = dv4 ? (cq % vt4) * 4 : 0;
+  const int64_t dbase = s * rg.d0 + int64_t(hv0 + hd) * rg.d2 + v0 + vd;
+  float4 dr[UD];
+#pragma unroll
+  for (int u = 0; u < UD; ++u) {
+    const int j = jd0 + u * jds;
+    if (dact && j < n_old) dr[u] = load4_any(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1);
+  }
+  // Old keys (and KDA gates): column ck = 4 key channels.
+  const bool kv4 = a.k_vec, gv4 = KDA && a.g_vec;
+  const int jks = nthr / K4, ck = tid % K4, jk0 = tid / K4;
+  const bool kact = tid < jks * K4;
+  const int64_t kbase = s * rg.k0 + int64_t(kh) * rg.k2 + ck * 4;
+  const int64_t gbase = s * rg.g0 + int64_t(hv0) * rg.g2 + ck * 4;
+  float4 kr[UR], gr[UR];
+  float ksr[UR];
+#pragma unroll
+  for (int u = 0; u < UR; ++u) {
+    const int j = jk0 + u * jks;
+    if (kact && j < n_old) {
+      if (kv4) {
+        kr[u] = load4_any(rg.k, rg.k_dt, kbase + pos_of(j) * rg.k1);
+        ksr[u] = ks_at(j);
+      }
+      if (gv4) gr[u] = *reinterpret_cast<const float4*>(rg.g + gbase + pos_of(j) * rg.g1);
+    }
+  }
+  float vr[UV];
+#pragma unroll
+  for (int u = 0; u < UV; ++u) {
+    const int rr = tid + u * nthr;
+    if (rr < RB) vr[u] = act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt);
+  }
+  float og = 0.f;  // GDN old gate (head tid / n_old, record tid % n_old)
+  if (!KDA && tid < nh * n_old) og = rg.g[g_off(tid % n_old, tid / n_old)];
+
+  // The token: warp 0 prepares q̂, k̂ (and appends k); the others its gates and β.
+  float* KR = sm + lay.kr;  // [K] raw k of the token
+  if (warp == 0) {
+    float ks, kq;
+    warp_prep_qk(in, b, 0, kh, KV + int64_t(n_old) * K, QV, ks, kq, KR);
+    if (lane32 == 0) MISC[0] = kq;
+    if (blockIdx.x == 0) {  // one writer of the key head's record
+      __syncwarp();
+      const int64_t ko = s * rg.k0 + apos * rg.k1 + int64_t(kh) * rg.k2;
+      for (int i = lane32; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, KR[i]);
+      if (lane32 == 0) rg.ks[s * rg.ks0 + apos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
+    }
+  } else {
+    const int me = tid - 32, nt = nthr - 32;
+    for (int x = me; x < nh; x += nt) BETA[x] = beta_at(in, b, 0, hv0 + x);
+    if (!KDA) {
+      for (int x = me; x < nh; x += nt) {
+        const float g = gate_at(in, false, b, 0, hv0 + x, 0);
+        if (g_writer) rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0 + x) * rg.g2] = g;
+        GS[x * (L + 1) + n_old] = g;
+      }
+    } else {
+      for (int k = me; k < K; k += nt) {
+        const float g = gate_at(in, true, b, 0, hv0, k);
+        if (g_writer) rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0) * rg.g2 + k] = g;
+        GS[n_old * K + k] = g;
+      }
+    }
+  }
+
+  // Stores (and the items past the registers: long rings, large tiles).
+  float* const dcol = DT + hd * vt + vd;
+#pragma unroll
+  for (int u = 0; u < UD; ++u) {
+    const int j = jd0 + u * jds;
+    if (dact && j < n_old) store4(dcol + j * RBM, dr[u]);
+  }
+  if (dact)
+    for (int j = jd0 + UD * jds; j < n_old; j += jds) store4(dcol + j * RBM, load4_any(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1));
+#pragma unroll
+  for (int u = 0; u < UR; ++u) {
+    const int j = jk0 + u * jks;
+    if (kact && j < n_old) {
+      if (kv4) {
+        const float4 k = kr[u];
+        const float ks = ksr[u];
+        store4(KV + j * K + ck * 4, make_float4(k.x * ks, k.y * ks, k.z * ks, k.w * ks));
+      }
+      if (gv4) store4(GS + j * K + ck * 4, gr[u]);
+    }
+  }
+  if (kact) {
+    for (int j = jk0 + UR * jks; j < n_old; j += jks) {
+      if (kv4) {
+        const float4 k = load4_any(rg.k, rg.k_dt, kbase + pos_of(j) * rg.k1);
+        const float ks = ks_at(j);
+        store4(KV + j * K + ck * 4, make_float4(k.x * ks, k.y * ks, k.z * ks, k.w * ks));
+      }
+      if (gv4) store4(GS + j * K + ck * 4, *reinterpret_cast<const float4*>(rg.g + gbase + pos_of(j) * rg.g1));
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < UV; ++u) {
+    const int rr = tid + u * nthr;
+    if (rr < RB) VS[rr] = vr[u];
+  }
+  for (int rr = tid + UV * nthr; rr < RB; rr += nthr) VS[rr] = act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt);
+  if (!KDA) {
+    if (tid < nh * n_old) GS[(tid / n_old) * (L + 1) + tid % n_old] = og;
+    for (int x = tid + nthr; x < nh * n_old; x += nthr) GS[(x / n_old) * (L + 1) + x % n_old] = rg.g[g_off(x % n_old, x / n_old)];
+  }
+  // Records not aligned to 4 elements (or tiles wider than the block).
+  if (!kv4)
+    for (int x = tid; x < n_old * K; x += nthr) KV[x] = load_any(rg.k, rg.k_dt, k_off(x / K) + x % K) * ks_at(x / K);
+  if (!dv4)
+    for (int x = tid; x < n_old * RB; x += nthr)
+      DT[(x / RB) * RBM + x % RB] = load_any(rg.d, rg.d_dt, d_off(x / RB, (x % RB) / vt, (x % RB) % vt));
+  if (KDA && !gv4)
+    for (int x = tid; x < n_old * K; x += nthr) GS[x] = rg.g[g_off(x / K, 0) + x % K];
+  __syncthreads();
+
+  // Phase 2: decays c_j by suffix sums of the gates (no difference of large
+  // prefix sums), from the token's gate (no flush) or the new checkpoint
+  // (flush); GDN also the key products (independent of the decays).
+  if (!KDA) {
+    for (int hl = tid; hl < nh; hl += nthr) {
+      const float* g = GS + hl * (L + 1);
+      float suf = flush ? 0.f : g[n_old];
+      for (int j = n_old - 1; j >= 0; --j) {
+        CO[hl * L + j] = expf(suf);
+        suf += g[j];
+      }
+      if (flush) {
+        E0[hl] = expf(suf);
+        EU[hl] = expf(g[n_old]);
+      } else {
+        EU[hl] = expf(suf);
+      }
+    }
+    if (!flush) {
+      const float* kt = KV + int64_t(n_old) * K;
+      for (int j = warp; j < n_old; j += nwarps) {
+        float dk = 0.f, dq = 0.f;
+        for (int i = lane32; i < K; i += 32) {
+          const float kj = KV[j * K + i];
+          dk += kj * kt[i];
+          dq += kj * QV[i];
+        }
+        dk = warp_sum(dk);
+        dq = warp_sum(dq);
+        if (lane32 == 0) {
+          DK[j] = dk;
+          DQ[j] = dq;
+        }
+      }
+    }
+  } else {
+    for (int k = tid; k < K; k += nthr) {
+      float suf = flush ? 0.f : GS[n_old * K + k];
+      for (int j = n_old - 1; j >= 0; --j) {
+        KV[j * K + k] *= expf(suf);
+        suf += GS[j * K + k];
+      }
+      const float e = expf(suf), eu = flush ? expf(GS[n_old * K + k]) : e;
+      if (flush) E0V[k] = e;
+      UK[k] = eu * KV[n_old * K + k];
+      UQ[k] = eu * QV[k];
+    }
+    __syncthreads();
+    if (!flush) {
+      for (int j = warp; j < n_old; j += nwarps) {
+        float wk = 0.f, wq = 0.f;
+        for (int i = lane32; i < K; i += 32) {
+          const float f = KV[j * K + i];
+          wk += f * KV[n_old * K + i];
+          wq += f * QV[i];
+        }
+        wk = warp_sum(wk);
+        wq = warp_sum(wq);
+        if (lane32 == 0) {
+          DK[j] = wk;
+          DQ[j] = wq;
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  // Phase 3: per row, the history terms (no flush) or the fold weights of
+  // the d's (GDN flush: d_j c_j).
+  for (int rr = tid; rr < RB; rr += nthr) {
+    const int hl = rr / vt;
+    float hk = 0.f, hq = 0.f;
+    if (flush) {
+      if (!KDA)
+        for (int j = 0; j < n_old; ++j) DT[j * RBM + rr] *= CO[hl * L + j];
+    } else {
+      for (int j = 0; j < n_old; ++j) {
+        const float w = KDA ? DT[j * RBM + rr] : DT[j * RBM + rr] * CO[hl * L + j];
+        hk += w * DK[j];
+        hq += w * DQ[j];
+      }
+    }
+    VS[rr] = BETA[hl] * (VS[rr] - hk);
+    HQ[rr] = hq;
+  }
+  __syncthreads();
+
+  // Phase 4: stream the rows. Row rr = pi·rpp + grp is (value head hv0 + hl,
+  // v0 + vl), advanced without divisions; the refill row (rr + P·rpp) likewise.
+  const float kq = MISC[0];
+  RW uk, uq;  // the two vectors every row is multiplied with, in registers
+  uk.load_shared(KDA ? UK : KV + int64_t(n_old) * K, lane, lpr, K);
+  uq.load_shared(KDA ? UQ : QV, lane, lpr, K);
+  auto advance = [&](int& h, int& v, int by) {
+    v += by;
+    while (v >= vt) {
+      v -= vt;
+      ++h;
+    }
+  };
+  int hl = 0, vl = 0, hn = 0, vn = 0;
+  advance(hl, vl, grp);
+  advance(hn, vn, P * rpp + grp);
+  const int64_t d_base = s * rg.d0 + apos * rg.d1 + v0;
+  const int64_t o_base = int64_t(b) * in.o.sb + v0;
+  for (int pi = 0; pi < np; ++pi) {
+    const int rr = pi * rpp + grp;
+    const bool valid = hl < nh;
+    const int hc = valid ? hl : 0, rc = valid ? rr : 0;
+    cp_async_wait<P - 1>();
+    RW cur;
+    if (valid) ST::read(cur, STG, nthr, pi, lane, lpr, K);
+    else cur.zero();
+    if (flush) {
+      if (KDA) cur.scale(E0V, lane, lpr, K);
+      else cur.scale(E0[hc]);
+      for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc], KV + j * K, lane, lpr, K);
+      if (valid) cur.store(state + int64_t(hv0 + hl) * a.st.s1 + int64_t(v0 + vl) * a.st.s2, lane, lpr, K,
+                           /*keep=*/true);
+    }
+    float pk = cur.dot(uk);
+    float pq = cur.dot(uq);
+    {  // refill the stage just consumed
+      const int pn = pi + P;
+      if (pn < np && hn < nh)
+        ST::issue(STG, nthr, pn, state + int64_t(hv0 + hn) * a.st.s1 + int64_t(v0 + vn) * a.st.s2, lane, lpr, K);
+      cp_async_commit();
+      advance(hn, vn, rpp);
+    }
+    pk = group_sum(pk, lpr);
+    pq = group_sum(pq, lpr);
+    if (valid && lane == 0) {
+      const int64_t hv = hv0 + hl;
+      const float e = KDA ? 1.f : EU[hl];
+      const float aq = e * pq + HQ[rr];
+      const float dr = round_to(rg.d_dt, VS[rr] - BETA[hl] * e * pk);
+      store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
+      store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aq + kq * dr);
+    }
+    advance(hl, vl, rpp);
+  }
+}
+
+}  // namespace replayssm::delta::cuda_impl
