@@ -153,7 +153,9 @@ void store_tile(const Tensor& dst, int64_t s, int64_t h, const float* y) {
   const int64_t R = dst.shape[2], K = dst.shape[3];
   for (int64_t r = 0; r < R; ++r) {
     uint8_t* p = element(dst, {s, h, r});
-    for (int64_t k = 0; k < K; ++k) store_from_f64(p, dst.dtype, k, double(y[r * K + k]));
+    if (dst.dtype == DType::f32) std::memcpy(p, y + r * K, size_t(K) * 4);
+    else
+      for (int64_t k = 0; k < K; ++k) store_from_f64(p, dst.dtype, k, double(y[r * K + k]));
   }
 }
 

@@ -26,10 +26,11 @@ uint64_t mix(uint64_t z) {  // splitmix64 finaliser
   return z ^ (z >> 31);
 }
 
-// Uniform in [0, 1) with 24 bits.
-float uniform(uint64_t seed, uint64_t tile, uint64_t step, uint64_t elem) {
-  const uint64_t h = mix(seed ^ mix(tile ^ mix(step ^ mix(elem))));
-  return float(h >> 40) * 0x1p-24f;
+// Uniform in [0, 1) with 24 bits for element `elem` of the stream `base`
+// (base = stream_of(seed, tile, step)).
+uint64_t stream_of(uint64_t seed, uint64_t tile, uint64_t step) { return mix(seed ^ mix(tile ^ mix(step))); }
+float uniform(uint64_t base, uint64_t elem) {
+  return float(mix(base ^ (elem * 0xd1342543de82ef95ull)) >> 40) * 0x1p-24f;
 }
 
 // A magnitude codec: encode (RNE) / decode of non-negative values on a grid
@@ -74,7 +75,8 @@ void pack_tile_stochastic(const QuantLayout& L, const float* x, uint8_t* tile, u
   quant::cpu::pack_tile(L, x, L.K, tile);  // scales (and padding) of the RNE pack
   uint8_t* codes = tile + L.code_offset;
   const int64_t R = L.R, K = L.K;
-  auto u_at = [&](int64_t i) { return uniform(seed, tile_id, step, uint64_t(i)); };
+  const uint64_t base = stream_of(seed, tile_id, step);
+  auto u_at = [&](int64_t i) { return uniform(base, uint64_t(i)); };
   switch (L.format) {
     case ReadFormat::bf16:
     case ReadFormat::f16: {
