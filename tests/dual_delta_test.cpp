@@ -177,12 +177,13 @@ TEST(DualDeltaInvariant, CheckpointBitIdenticalAcrossFormats) {
   for (DeltaFamily fam : {DeltaFamily::gdn, DeltaFamily::kda})
     for (Backend backend : {Backend::reference, Backend::cpu})
       for (DType sd : {DType::f32, DType::bf16}) {
+        if (sd == DType::bf16 && backend == Backend::reference) continue;  // dtype paths are shared
         Cfg c = small_cfg(fam);
         c.state = sd;
-        const DualRun base = run_dual(c, ReadFormat::bf16, backend, 60, 11);
-        EXPECT_GT(base.flushes, 25);
+        const DualRun base = run_dual(c, ReadFormat::bf16, backend, 50, 11);
+        EXPECT_GT(base.flushes, 20);
         for (ReadFormat f : {ReadFormat::f16, ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
-          const DualRun r = run_dual(c, f, backend, 60, 11);
+          const DualRun r = run_dual(c, f, backend, 50, 11);
           EXPECT_EQ(r.state, base.state) << fam_name(fam) << " " << backend_name(backend) << " "
                                          << read_format_name(f) << " state " << dtype_name(sd);
           EXPECT_EQ(r.rings, base.rings);
