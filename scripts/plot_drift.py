@@ -7,7 +7,8 @@ Needs matplotlib; without it, prints a message and exits 0.
 
 Line styles: fp32 arms black, shared arms dashed (stochastic rounding dotted),
 dual arms solid; one colour per read format. The legend carries the fitted
-growth exponent (slope of log error over log position, from the CSV).
+growth exponent (slope of log error over log position, from the CSV). An arm
+that diverges (error > 30) runs off the clipped y axis.
 """
 import argparse
 import csv
@@ -54,6 +55,10 @@ def main():
             ax.plot(d["x"], d["y"], label=f"{arm} ({d['exp']:+.2f})", **style(arm))
         ax.set_xscale("log")
         ax.set_yscale("log")
+        top = max(max(d["y"]) for d in arms.values())
+        if top > 30:  # a diverging arm: clip the axis so the others stay readable
+            ax.set_ylim(top=30)
+            ax.text(0.02, 0.98, "axis clipped at 30", transform=ax.transAxes, fontsize=7, va="top")
         ax.set_title(fam)
         ax.set_xlabel("decode position (log2 bins)")
         ax.set_ylabel("output relative error vs fp64")
