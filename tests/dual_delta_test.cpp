@@ -210,6 +210,34 @@ TEST(DualDeltaSlots, FlushCopyResetMaterialize) {
     EXPECT_EQ(pool.cur(1).count, 2);
     HostTensor before(DType::f32, {2, c.HV, c.V, c.K});
     delta_materialize(c.fam, pool.dview(), slot, -1, before, ex);
+    // Prefill with `initial` continues from the high-precision state: the
+    // same as a prefill of a baseline pool holding the materialised state.
+    {
+      DualPool twin(c, fmt);
+      twin.copy_from(pool);
+      twin.read_copy.copy_from(pool.read_copy), twin.ring_v.copy_from(pool.ring_v), twin.ring_beta.copy_from(pool.ring_beta);
+      Inputs pin(c, {3});
+      for (int64_t j = 0; j < 3; ++j) randomize_token(c, pin, j, rng);
+      HostTensor cus = index_tensor({0, 3}), one = index_tensor({1}), init = index_tensor({1});
+      DeltaPrefill pf;
+      pf.q = pin.q, pf.k = pin.k, pf.v = pin.v, pf.g = pin.g, pf.beta = pin.beta, pf.o = pin.o;
+      pf.A_log = params.A_log, pf.dt_bias = params.dt_bias, pf.gating = c.gating;
+      pf.cu_seqlens = cus, pf.slot = one, pf.initial = init;
+      delta_prefill(c.fam, pf, twin.dview(), ex);
+      EXPECT_EQ(twin.cur(1).count, 0);
+      EXPECT_TRUE(copy_equals_pack(twin.read_copy, twin.state, 1, fmt));
+      HostTensor base(DType::f32, {1, c.HV, c.V, c.K});
+      std::memcpy(base.data(), before.data(), base.bytes());  // materialised state of slot 1
+      Inputs pin2(c, {3});
+      pin2.q.copy_from(pin.q), pin2.k.copy_from(pin.k), pin2.v.copy_from(pin.v), pin2.g.copy_from(pin.g), pin2.beta.copy_from(pin.beta);
+      HostTensor zero = index_tensor({0});
+      pf.q = pin2.q, pf.k = pin2.k, pf.v = pin2.v, pf.g = pin2.g, pf.beta = pin2.beta, pf.o = pin2.o, pf.slot = zero;
+      DeltaPool bp;
+      bp.state = base;
+      delta_prefill(c.fam, pf, bp, ex);
+      EXPECT_EQ(slot_state(twin.state, 1), slot_state(base, 0));
+      EXPECT_EQ(pin.o.to_f64(), pin2.o.to_f64());
+    }
     delta_flush(c.fam, pool.dview(), slot, -1, ex);
     EXPECT_EQ(pool.cur(1).count, 0);
     for (int64_t b = 0; b < 2; ++b) {
