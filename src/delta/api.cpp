@@ -7,11 +7,11 @@
 #include <vector>
 #include <unordered_set>
 
-#include "delta/dual.h"
 #include "core/check.h"
 #include "core/ring.h"
 #include "core/slot_ops.h"
 #include "delta/backend.h"
+#include "delta/dual.h"
 
 namespace replayssm {
 namespace {

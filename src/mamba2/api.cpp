@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "mamba2/dual.h"
 #include "core/check.h"
 #include "core/parallel.h"
 #include "core/ring.h"
 #include "core/slot_ops.h"
 #include "mamba2/backend.h"
+#include "mamba2/dual.h"
 #include "replayssm/mamba2.h"
 
 namespace replayssm {
