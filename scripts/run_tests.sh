@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build and run every test: the GoogleTest suites through ctest (GPU tests skip
 # without a GPU), a quick `replayssm verify` on the CPU backend, a small CPU
-# bench that must write JSON Lines, and pytest when a python/ directory exists.
+# bench that must write JSON Lines, a short `replayssm drift` that must write
+# its CSV, and pytest when a python/ directory exists.
 #
 # Environment: as scripts/setup.sh (BUILD_DIR, JOBS, CMAKE_ARGS, ...).
 set -euo pipefail
@@ -43,6 +44,14 @@ for line in open(sys.argv[1]):
     assert not missing, f"bench row lacks {missing}"
 print("bench JSON rows ok")
 PY
+fi
+
+echo "== replayssm drift (CPU smoke)" >&2
+"$bin" drift --steps 64 --out "$tmp/drift.csv" >/dev/null
+rows=$(($(wc -l < "$tmp/drift.csv") - 1))
+if [ "$rows" -ne 294 ]; then  # 3 families x 14 arms x 7 log2 bins
+  echo "run_tests: expected 294 CSV rows from the drift smoke, got $rows" >&2
+  exit 1
 fi
 
 if [ -f pyproject.toml ]; then

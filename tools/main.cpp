@@ -11,7 +11,9 @@ namespace replayssm::tools {
 std::string g_command;
 extern const char* VERIFY_USAGE;
 extern const char* BENCH_USAGE;
+extern const char* DRIFT_USAGE;
 int verify_main(int argc, char** argv);
+int drift_main(int argc, char** argv);
 int bench_main(int argc, char** argv);
 }  // namespace replayssm::tools
 
@@ -28,6 +30,7 @@ const char* USAGE =
     "commands:\n"
     "  verify    check the replay invariants against the reference backend\n"
     "  bench     baseline vs replay decode time, bytes and copy-bandwidth fraction\n"
+    "  drift     long-run output error per precision arm (dual, shared, fp32) vs fp64\n"
     "  presets   list the model presets (shapes of design/replay.md §6)\n"
     "  info      build and device facts (cuda_built, cuda_available, cpu)\n"
     "  help CMD  options of one command (also: replayssm CMD --help)\n"
@@ -100,14 +103,14 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   if (cmd == "help") {
     const std::string what = argc > 2 ? argv[2] : "";
-    std::fputs(what == "verify" ? VERIFY_USAGE : what == "bench" ? BENCH_USAGE
+    std::fputs(what == "verify" ? VERIFY_USAGE : what == "bench" ? BENCH_USAGE : what == "drift" ? DRIFT_USAGE
                : what == "presets" ? PRESETS_USAGE : what == "info" ? INFO_USAGE : USAGE, stdout);
     return 0;
   }
   // The command's own argv: argv[0] = command name.
   const int cargc = argc - 1;
   char** cargv = argv + 1;
-  const char* usage = cmd == "verify" ? VERIFY_USAGE : cmd == "bench" ? BENCH_USAGE
+  const char* usage = cmd == "verify" ? VERIFY_USAGE : cmd == "bench" ? BENCH_USAGE : cmd == "drift" ? DRIFT_USAGE
                       : cmd == "presets" ? PRESETS_USAGE : cmd == "info" ? INFO_USAGE : nullptr;
   if (!usage) {
     std::fprintf(stderr, "replayssm: unknown command '%s'\n\n%s", cmd.c_str(), USAGE);
@@ -121,6 +124,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "verify") return verify_main(cargc, cargv);
     if (cmd == "bench") return bench_main(cargc, cargv);
+    if (cmd == "drift") return drift_main(cargc, cargv);
     if (cargc > 1) throw UsageError(cmd + " takes no options");
     return cmd == "info" ? info_main() : presets_main();
   } catch (const UsageError& e) {

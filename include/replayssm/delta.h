@@ -9,6 +9,7 @@
 // Gating (when raw): g = −exp(A_log)·softplus(a + dt_bias), β = sigmoid(b),
 // q and k L2-normalised (ε = 1e-6, x / sqrt(Σx² + ε)), q scaled by q_scale.
 #pragma once
+#include "replayssm/quant.h"
 #include "replayssm/types.h"
 
 namespace replayssm {
@@ -59,6 +60,19 @@ struct DeltaPool {
   Tensor ring_g;    // GDN [S, R, HV], KDA [S, R, HV, K]: log-decay g_j, f32
   Tensor cursor;    // [S, 3] i32 {start, count, pending}
   int64_t L = 16;   // history capacity; R >= L + T for every step
+  // Dual precision (design §4, docs/dual_precision.md); absent = single
+  // precision. read_copy: a packed read copy of the checkpoint, one
+  // self-contained tile [V, K] per (slot, value head) with its block scales
+  // inside the tile (quant_layout(read_format, V, K)). Steps that do not
+  // flush read only the copy and store d̂_j (computed against it, used for
+  // outputs only) in ring_d; a flush recomputes every d_j against the
+  // high-precision checkpoint from the records' k_j, g_j, v_j, β_j, so the
+  // checkpoint never depends on the copy. Dual pools need all three tensors
+  // and run on the reference and cpu backends.
+  Tensor read_copy;  // [S, HV, tile_bytes] u8, tile rows 16-byte aligned
+  ReadFormat read_format = ReadFormat::bf16;
+  Tensor ring_v;     // [S, R, HV, V] v_j as it arrived (dtype of v)
+  Tensor ring_beta;  // [S, R, HV]    β_j (after sigmoid when raw), f32
 };
 
 void delta_decode(DeltaFamily f, const DeltaStep& step, const Tensor& state, const Exec& exec);

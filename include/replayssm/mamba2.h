@@ -7,6 +7,7 @@
 //   S_t = a_t S_{t-1} + δ_t x_t B_tᵀ          S: P×N
 //   y_t = S_t C_t + D x_t,  y_t ← y_t · silu(z_t) when z is given
 #pragma once
+#include "replayssm/quant.h"
 #include "replayssm/types.h"
 
 namespace replayssm {
@@ -60,6 +61,14 @@ struct Mamba2Pool {
                    // them (flush, materialize) needs the decay exp(δ·A):
                    // required by mamba2_flush and mamba2_materialize on a
                    // replay pool. Steps and prefill use their own A.
+  // Dual precision (design §4, docs/dual_precision.md); absent = single
+  // precision. A packed read copy of the checkpoint, one self-contained tile
+  // [P, N] per (slot, head) with its block scales inside the tile, laid out
+  // by quant_layout(read_format, P, N). Written at every flush, by prefill,
+  // flush and reset, copied by copy_slot; steps that do not flush read only
+  // it. Dual pools run on the reference and cpu backends.
+  Tensor read_copy;  // [S, H, tile_bytes] u8, tile rows 16-byte aligned
+  ReadFormat read_format = ReadFormat::bf16;
 };
 
 // Standard decode (the baseline): read state, apply T tokens, write it back.

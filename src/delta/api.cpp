@@ -11,6 +11,7 @@
 #include "core/ring.h"
 #include "core/slot_ops.h"
 #include "delta/backend.h"
+#include "delta/dual.h"
 
 namespace replayssm {
 namespace {
@@ -302,6 +303,7 @@ void delta_snapshot_decode(DeltaFamily f, const DeltaStep& step, const Tensor& s
 }
 
 void delta_prefill(DeltaFamily f, const DeltaPrefill& p, const DeltaPool& pool, const Exec& exec) {
+  if (delta::dual::requested(pool)) return delta::dual::prefill(f, p, pool, exec);
   const char* fn = "delta_prefill";
   check_family(fn, f);
   check_backend(fn, exec);
@@ -340,6 +342,7 @@ void delta_prefill(DeltaFamily f, const DeltaPrefill& p, const DeltaPool& pool, 
 
 void delta_replay_step(DeltaFamily f, const DeltaStep& step, const DeltaPool& pool,
                        const Tensor& num_accepted, bool commit_all, const Exec& exec) {
+  if (delta::dual::requested(pool)) return delta::dual::replay_step(f, step, pool, num_accepted, commit_all, exec);
   const char* fn = "delta_replay_step";
   Dims d;
   check_step(fn, f, step, d, exec);
@@ -398,6 +401,7 @@ void delta_commit(DeltaFamily f, const DeltaPool& pool, const Tensor& slot, int6
 
 void delta_materialize(DeltaFamily f, const DeltaPool& pool, const Tensor& slot,
                        int64_t pad_slot_id, const Tensor& out, const Exec& exec) {
+  if (delta::dual::requested(pool)) return delta::dual::materialize(f, pool, slot, pad_slot_id, out, exec);
   const char* fn = "delta_materialize";
   Dims d;
   check_pool_op(fn, f, pool, false, d, exec);
@@ -424,6 +428,7 @@ void delta_materialize(DeltaFamily f, const DeltaPool& pool, const Tensor& slot,
 
 void delta_flush(DeltaFamily f, const DeltaPool& pool, const Tensor& slot, int64_t pad_slot_id,
                  const Exec& exec) {
+  if (delta::dual::requested(pool)) return delta::dual::flush(f, pool, slot, pad_slot_id, exec);
   const char* fn = "delta_flush";
   Dims d;
   check_pool_op(fn, f, pool, true, d, exec);
@@ -442,6 +447,7 @@ void delta_flush(DeltaFamily f, const DeltaPool& pool, const Tensor& slot, int64
 
 void delta_copy_slot(DeltaFamily f, const DeltaPool& pool, const Tensor& src, const Tensor& dst,
                      int64_t pad_slot_id, const Exec& exec) {
+  if (delta::dual::requested(pool)) return delta::dual::copy_slot(f, pool, src, dst, pad_slot_id, exec);
   const char* fn = "delta_copy_slot";
   Dims d;
   check_pool_op(fn, f, pool, false, d, exec);
@@ -477,6 +483,7 @@ void delta_copy_slot(DeltaFamily f, const DeltaPool& pool, const Tensor& src, co
 
 void delta_reset_slot(DeltaFamily f, const DeltaPool& pool, const Tensor& slot,
                       int64_t pad_slot_id, const Exec& exec) {
+  if (delta::dual::requested(pool)) return delta::dual::reset_slot(f, pool, slot, pad_slot_id, exec);
   const char* fn = "delta_reset_slot";
   Dims d;
   check_pool_op(fn, f, pool, false, d, exec);

@@ -10,6 +10,7 @@
 #include "core/ring.h"
 #include "core/slot_ops.h"
 #include "mamba2/backend.h"
+#include "mamba2/dual.h"
 #include "replayssm/mamba2.h"
 
 namespace replayssm {
@@ -263,6 +264,7 @@ void mamba2_snapshot_decode(const Mamba2Step& step, const Tensor& state,
 }
 
 void mamba2_prefill(const Mamba2Prefill& p, const Mamba2Pool& pool, const Exec& exec) {
+  if (mamba2::dual::requested(pool)) return mamba2::dual::prefill(p, pool, exec);
   const char* fn = "mamba2_prefill";
   check_exec(fn, exec);
   check::shape(fn, "x", p.x, {ANY, ANY, ANY});
@@ -320,6 +322,7 @@ void mamba2_prefill(const Mamba2Prefill& p, const Mamba2Pool& pool, const Exec& 
 
 void mamba2_replay_step(const Mamba2Step& step, const Mamba2Pool& pool,
                         const Tensor& num_accepted, bool commit_all, const Exec& exec) {
+  if (mamba2::dual::requested(pool)) return mamba2::dual::replay_step(step, pool, num_accepted, commit_all, exec);
   const char* fn = "mamba2_replay_step";
   check_exec(fn, exec);
   mamba2::Dims d;
@@ -401,6 +404,7 @@ void mamba2_materialize(const Mamba2Pool& pool, const Tensor& slot, int64_t pad_
 
 void mamba2_flush(const Mamba2Pool& pool, const Tensor& slot, int64_t pad_slot_id,
                   const Exec& exec) {
+  if (mamba2::dual::requested(pool)) return mamba2::dual::flush(pool, slot, pad_slot_id, exec);
   const char* fn = "mamba2_flush";
   check_exec(fn, exec);
   mamba2::Dims d;
@@ -449,6 +453,7 @@ void zero_cuda([[maybe_unused]] const char* fn, const Mamba2Pool& pool, const Te
 
 void mamba2_copy_slot(const Mamba2Pool& pool, const Tensor& src, const Tensor& dst,
                       int64_t pad_slot_id, const Exec& exec) {
+  if (mamba2::dual::requested(pool)) return mamba2::dual::copy_slot(pool, src, dst, pad_slot_id, exec);
   const char* fn = "mamba2_copy_slot";
   check_exec(fn, exec);
   mamba2::Dims d;
@@ -472,6 +477,7 @@ void mamba2_copy_slot(const Mamba2Pool& pool, const Tensor& src, const Tensor& d
 
 void mamba2_reset_slot(const Mamba2Pool& pool, const Tensor& slot, int64_t pad_slot_id,
                        const Exec& exec) {
+  if (mamba2::dual::requested(pool)) return mamba2::dual::reset_slot(pool, slot, pad_slot_id, exec);
   const char* fn = "mamba2_reset_slot";
   check_exec(fn, exec);
   mamba2::Dims d;
