@@ -37,8 +37,12 @@ struct Conv1dPrefill {
   Tensor out;         // out [tokens, dim]
 };
 
-// num_accepted [B] i32: accepted count of each row's previous step (absent =
-// all of it). Rows with pending = 0 ignore it.
+// num_accepted [B] i32: accepted count of each row's previous step, in
+// [1, pending] (absent = all of it). As for the SSM pools, a row with nothing
+// pending (fresh from prefill or reset) must not be given one: that is an
+// error (cuda: the row is skipped and STATUS_BAD_ACCEPTED is reported), so a
+// batch that mixes fresh rows and rows with pending drafts passes the fresh
+// rows as a separate call without num_accepted.
 void conv1d_update(const Conv1dStep& step, const Tensor& conv_state, const Tensor& conv_pending,
                    const Tensor& num_accepted, const Exec& exec);
 void conv1d_prefill(const Conv1dPrefill& prefill, const Tensor& conv_state,

@@ -48,8 +48,9 @@ void check_devices(const char* fn, const Exec& exec,
   for (const auto& [name, t] : tensors) check::device(fn, name, *t, exec);
 }
 
-// Pending counts of the rows' slots lie in [0, T_max]; accepted counts in
-// [1, pending] where pending > 0 (host-visible tensors only).
+// Pending counts of the rows' slots lie in [0, T_max]; when num_accepted is
+// given, every non-pad row has pending > 0 and an accepted count in
+// [1, pending] (host-visible tensors only).
 void check_cursors_host(const char* fn, const Tensor& slot, int64_t pad,
                         const Tensor& conv_pending, const Tensor& num_accepted,
                         const conv1d::Dims& d) {
@@ -60,7 +61,12 @@ void check_cursors_host(const char* fn, const Tensor& slot, int64_t pad,
     check::require(p >= 0 && p <= d.T_max(), fn, "conv_pending",
                    "expected pending counts in [0, T_max = " + std::to_string(d.T_max()) +
                        "], got " + std::to_string(p) + " at slot " + std::to_string(s));
-    if (p == 0 || !num_accepted.defined()) continue;
+    if (!num_accepted.defined()) continue;
+    if (p == 0)
+      check::fail(fn, "num_accepted",
+                  "slot " + std::to_string(s) +
+                      " has no pending records to commit (pass num_accepted only for rows whose "
+                      "previous step left pending records)");
     const int64_t a = check::index_at(num_accepted, b);
     check::require(a >= 1 && a <= p, fn, "num_accepted",
                    "expected accepted counts in [1, pending = " + std::to_string(p) + "], got " +
