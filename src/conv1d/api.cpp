@@ -5,6 +5,7 @@
 #include "conv1d/backend.h"
 #include "core/check.h"
 #include "core/parallel.h"
+#include "core/workspace.h"
 
 namespace replayssm {
 namespace {
@@ -82,6 +83,26 @@ int64_t conv1d_state_rows(int64_t W, int64_t T_max) {
   return W - 1 + T_max;
 }
 
+size_t conv1d_workspace_bytes(Conv1dOp op, int64_t B, int64_t T, int64_t dim, int64_t W,
+                              const Exec& exec) {
+  static constexpr const char* FN = "conv1d_workspace_bytes";
+  check::require(op == Conv1dOp::update || op == Conv1dOp::prefill, FN, "op", "unknown operation");
+  check::require(B >= 0, FN, "B", "expected B >= 0, got " + std::to_string(B));
+  if (op == Conv1dOp::update) check::positive(FN, "T", T);
+  check::positive(FN, "dim", dim);
+  check::require(W >= 2, FN, "W", "expected W >= 2, got " + std::to_string(W));
+  check::require(exec.backend == Backend::reference || exec.backend == Backend::cpu ||
+                     exec.backend == Backend::cuda,
+                 FN, "exec", "unknown backend");
+  if (exec.backend != Backend::cpu) return 0;
+  conv1d::Dims d;
+  d.B = B;
+  d.T = op == Conv1dOp::update ? T : 0;
+  d.dim = dim;
+  d.W = W;
+  return conv1d::cpu::workspace_plan(op, d, cpu_threads(exec.num_threads)).bytes();
+}
+
 void conv1d_update(const Conv1dStep& step, const Tensor& conv_state, const Tensor& conv_pending,
                    const Tensor& num_accepted, const Exec& exec) {
   static constexpr const char* FN = "conv1d_update";
@@ -120,12 +141,13 @@ void conv1d_update(const Conv1dStep& step, const Tensor& conv_state, const Tenso
   }
   check::slots(FN, "slot", step.slot, step.pad_slot_id, d.S, true);
   check_cursors_host(FN, step.slot, step.pad_slot_id, conv_pending, num_accepted, d);
+  if (exec.backend == Backend::cpu)
+    check_workspace(FN, exec, conv1d::cpu::workspace_plan(Conv1dOp::update, d, cpu_threads(exec.num_threads)));
   if (d.B == 0) return;
   if (exec.backend == Backend::reference)
     conv1d::reference::update(step, conv_state, conv_pending, num_accepted, d);
   else
-    conv1d::cpu::update(step, conv_state, conv_pending, num_accepted, d,
-                        cpu_threads(exec.num_threads));
+    conv1d::cpu::update(step, conv_state, conv_pending, num_accepted, d, exec);
 }
 
 void conv1d_prefill(const Conv1dPrefill& p, const Tensor& conv_state, const Tensor& conv_pending,
@@ -183,11 +205,13 @@ void conv1d_prefill(const Conv1dPrefill& p, const Tensor& conv_state, const Tens
                      "expected 0 or 1, got " + std::to_string(v) + " at row " + std::to_string(b));
     }
   }
+  if (exec.backend == Backend::cpu)
+    check_workspace(FN, exec, conv1d::cpu::workspace_plan(Conv1dOp::prefill, d, cpu_threads(exec.num_threads)));
   if (d.B == 0) return;
   if (exec.backend == Backend::reference)
     conv1d::reference::prefill(p, conv_state, conv_pending, d);
   else
-    conv1d::cpu::prefill(p, conv_state, conv_pending, d, cpu_threads(exec.num_threads));
+    conv1d::cpu::prefill(p, conv_state, conv_pending, d, exec);
 }
 
 }  // namespace replayssm
