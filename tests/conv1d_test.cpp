@@ -178,7 +178,7 @@ TEST(Conv1d, PadRowsTouchNothing) {
     const ConvWeights w(c, rng);
     ConvPool pool(c);
     pool.state.fill_uniform(rng, -1, 1);
-    for (int64_t s = 0; s < c.S; ++s) pool.pending.set(s, double(s % 3));
+    for (int64_t s = 0; s < c.S; ++s) pool.pending.set(s, double(1 + s % 3));
     ConvPool before(c);
     before.state.copy_from(pool.state);
     before.pending.copy_from(pool.pending);
@@ -292,7 +292,8 @@ TEST(Conv1d, BadInputsChangeNothing) {
   HostTensor x_f64(DType::f64, {2, 3, c.dim}), x_f16(DType::f16, {2, 3, c.dim}), out_f16(DType::f16, {2, 3, c.dim});
   HostTensor x_long(c.x_dtype, {2, 6, c.dim}), out_long(c.x_dtype, {2, 6, c.dim});
   HostTensor w1(DType::f32, {c.dim, 1}), w_f64(DType::f64, {c.dim, c.W}), b_bad(DType::f32, {c.dim + 1});
-  const HostTensor slot_far = index_tensor({0, 4}), slot_dup = index_tensor({2, 2});
+  const HostTensor slot_far = index_tensor({0, 4}), slot_dup = index_tensor({2, 2}),
+                   slot_fresh = index_tensor({0, 1});  // slot 1 has nothing pending
   const HostTensor acc0 = index_tensor({0, 5}), acc_big = index_tensor({4, 5}),
                    acc_i64 = index_tensor({2, 5}, DType::i64), acc_short = index_tensor({2});
   HostTensor pend_i64(DType::i64, {c.S}), state_f64(DType::f64, {c.S, c.R(), c.dim});
@@ -316,6 +317,7 @@ TEST(Conv1d, BadInputsChangeNothing) {
       {"slot", [&](auto& s, auto&, auto&, auto&, auto&) { s.slot = slot_dup.t(); }},
       {"slot", [&](auto& s, auto&, auto&, auto&, auto&) { s.slot = acc_short.t(); }},
       {"num_accepted", [&](auto&, auto&, auto&, auto& na, auto&) { na = acc0.t(); }},
+      {"num_accepted", [&](auto& s, auto&, auto&, auto&, auto&) { s.slot = slot_fresh.t(); }},
       {"num_accepted", [&](auto&, auto&, auto&, auto& na, auto&) { na = acc_big.t(); }},
       {"num_accepted", [&](auto&, auto&, auto&, auto& na, auto&) { na = acc_i64.t(); }},
       {"num_accepted", [&](auto&, auto&, auto&, auto& na, auto&) { na = acc_short.t(); }},
@@ -359,6 +361,53 @@ TEST(Conv1d, BadInputsChangeNothing) {
   conv1d_update(make_conv_step(c, x, w, slot, out), pool.state, pool.pending, acc, Exec{});
   EXPECT_EQ(pool.pending.get(0), 3.0);
   EXPECT_EQ(pool.pending.get(2), 3.0);
+}
+
+// As for the SSM pools, an accepted count for a row with nothing pending is
+// an error (same wording); a batch that mixes fresh and pending rows runs as
+// two calls, the fresh rows without num_accepted.
+TEST(Conv1d, FreshRowsRejectAcceptedCount) {
+  for (Backend be : {Backend::reference, Backend::cpu}) {
+    ConvConfig c{3, 40, 4, 4};
+    std::mt19937_64 rng(41);
+    const ConvWeights w(c, rng);
+    ConvPool pool(c), split(c);
+    pool.state.fill_uniform(rng, -1, 1);
+    pool.pending.set(1, 3);
+    split.state.copy_from(pool.state);
+    split.pending.copy_from(pool.pending);
+    HostTensor x(c.x_dtype, {2, 2, c.dim}), out(c.x_dtype, {2, 2, c.dim});
+    x.fill_uniform(rng, -1, 1);
+    out.fill_nan();
+    const HostTensor slot = index_tensor({0, 1}), acc = index_tensor({1, 2});
+    try {
+      conv1d_update(make_conv_step(c, x, w, slot, out), pool.state, pool.pending, acc, Exec{be});
+      ADD_FAILURE() << "accepted count on a fresh row was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), "num_accepted");
+      EXPECT_NE(std::string(e.what()).find("slot 0 has no pending records to commit"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_TRUE(pool.state.bytes_equal(split.state));
+    EXPECT_TRUE(pool.pending.bytes_equal(split.pending));
+    for (int64_t k = 0; k < out.numel(); ++k) ASSERT_TRUE(std::isnan(out.get(k)));
+    // The split: pending rows with their counts, fresh rows without.
+    HostTensor x1(c.x_dtype, {1, 2, c.dim}), x0(c.x_dtype, {1, 2, c.dim}), o1(c.x_dtype, {1, 2, c.dim}),
+        o0(c.x_dtype, {1, 2, c.dim});
+    for (int64_t i = 0; i < 2 * c.dim; ++i) x0.set(i, x.get(i)), x1.set(i, x.get(2 * c.dim + i));
+    const HostTensor s0 = index_tensor({0}), s1 = index_tensor({1}), a1 = index_tensor({2});
+    conv1d_update(make_conv_step(c, x1, w, s1, o1), split.state, split.pending, a1, Exec{be});
+    conv1d_update(make_conv_step(c, x0, w, s0, o0), split.state, split.pending, {}, Exec{be});
+    EXPECT_EQ(split.pending.get(0), 2.0);
+    EXPECT_EQ(split.pending.get(1), 2.0);
+    // Row 0 continued from its (unshifted) history, row 1 from accepted count 2.
+    HostTensor ref_out(c.x_dtype, {1, 2, c.dim});
+    ConvPool ref(c);
+    ref.state.copy_from(pool.state);
+    ref.pending.copy_from(pool.pending);
+    conv1d_update(make_conv_step(c, x1, w, s1, ref_out), ref.state, ref.pending, a1, Exec{be});
+    EXPECT_TRUE(ref_out.bytes_equal(o1));
+  }
 }
 
 TEST(Conv1d, BadPrefillChangesNothing) {

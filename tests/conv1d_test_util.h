@@ -60,11 +60,15 @@ class ConvSchedule {
     std::shuffle(perm.begin(), perm.end(), rng);
     const int64_t rows = 1 + int64_t(rng() % uint64_t(std::min(max_rows, S_)));
     for (int64_t b = 0; b < rows; ++b) s.slots.push_back(rng() % 5 == 0 ? -1 : perm[size_t(b)]);
-    if (rng() % 4 != 0) {
+    // Accepted counts only when every non-pad row has pending inputs (a row
+    // with nothing pending must not be given one); pad rows get junk.
+    bool all_pending = true;
+    for (int64_t slot : s.slots)
+      if (slot >= 0 && pending_[size_t(slot)] == 0) all_pending = false;
+    if (all_pending && rng() % 4 != 0) {
       s.accepted.emplace();
       for (int64_t slot : s.slots) {
         const int64_t p = slot < 0 ? 0 : pending_[size_t(slot)];
-        // Rows with nothing pending ignore the count: give them junk.
         s.accepted->push_back(p > 0 ? 1 + int64_t(rng() % uint64_t(p)) : int64_t(rng() % 50) - 20);
       }
     }

@@ -37,12 +37,27 @@ struct Conv1dPrefill {
   Tensor out;         // out [tokens, dim]
 };
 
-// num_accepted [B] i32: accepted count of each row's previous step (absent =
-// all of it). Rows with pending = 0 ignore it.
+// num_accepted [B] i32: accepted count of each row's previous step, in
+// [1, pending] (absent = all of it). As for the SSM pools, a row with nothing
+// pending (fresh from prefill or reset) must not be given one: that is an
+// error (cuda: the row is skipped and STATUS_BAD_ACCEPTED is reported), so a
+// batch that mixes fresh rows and rows with pending drafts passes the fresh
+// rows as a separate call without num_accepted.
 void conv1d_update(const Conv1dStep& step, const Tensor& conv_state, const Tensor& conv_pending,
                    const Tensor& num_accepted, const Exec& exec);
 void conv1d_prefill(const Conv1dPrefill& prefill, const Tensor& conv_state,
                     const Tensor& conv_pending, const Exec& exec);
 int64_t conv1d_state_rows(int64_t W, int64_t T_max);  // W − 1 + T_max
+
+// Workspace (Exec::workspace, types.h): bytes `op` needs on exec's backend and
+// thread count for B rows (update) or prompts (prefill), T tokens per row
+// (update; ignored by prefill), dim channels and kernel width W. It grows
+// with B, T, dim and W. The reference and cuda backends need none (0) and
+// ignore Exec::workspace (the reference keeps its own allocations); the cpu
+// backend uses only the given workspace, or an internal per-thread buffer
+// when data == nullptr.
+enum class Conv1dOp : int8_t { update, prefill };
+size_t conv1d_workspace_bytes(Conv1dOp op, int64_t B, int64_t T, int64_t dim, int64_t W,
+                              const Exec& exec);
 
 }  // namespace replayssm

@@ -102,6 +102,22 @@ int64_t delta_replay_bytes_per_row(DeltaFamily f, const DeltaShape& s, DType sta
                                    DType d_dtype, int64_t L, int64_t T_max);
 int64_t delta_snapshot_bytes_per_row(const DeltaShape& s, DType state, int64_t T_max);
 
+// Workspace (Exec::workspace, types.h): bytes `op` needs on exec's backend
+// and thread count (cpu: num_threads, 0 = hardware concurrency) for
+//   B  rows (decode, snapshot_decode, replay_step), prompts (prefill) or
+//      slot-vector length (commit, materialize, flush, copy_slot, reset_slot);
+//   T  tokens per row (decode, snapshot_decode, replay_step; ignored otherwise);
+//   L  the pool's history capacity (replay_step, prefill, materialize, flush;
+//      0 for a baseline pool; ignored by decode and snapshot_decode).
+// The size grows with B, T and L, so one workspace sized for the largest call
+// serves every smaller one. The reference backend (the oracle) and the cuda
+// backend need none (0) and ignore Exec::workspace; the reference keeps its
+// own allocations. On the cpu backend a call given a workspace uses only it
+// (no allocation while computing); without one (data == nullptr) it uses an
+// internal per-thread buffer.
+size_t delta_workspace_bytes(DeltaFamily f, SsmOp op, const DeltaShape& s, int64_t B, int64_t T,
+                             int64_t L, const Exec& exec);
+
 // Named entry points (same semantics as delta_* with the family fixed).
 inline void gdn_decode(const DeltaStep& s, const Tensor& st, const Exec& e) { delta_decode(DeltaFamily::gdn, s, st, e); }
 inline void kda_decode(const DeltaStep& s, const Tensor& st, const Exec& e) { delta_decode(DeltaFamily::kda, s, st, e); }

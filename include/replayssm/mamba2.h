@@ -123,4 +123,20 @@ int64_t mamba2_replay_bytes_per_row(const Mamba2Shape& s, DType state, DType act
                                     int64_t T_max);
 int64_t mamba2_snapshot_bytes_per_row(const Mamba2Shape& s, DType state, int64_t T_max);
 
+// Workspace (Exec::workspace, types.h): bytes `op` needs on exec's backend
+// and thread count (cpu: num_threads, 0 = hardware concurrency) for
+//   B  rows (decode, snapshot_decode, replay_step), prompts (prefill) or
+//      slot-vector length (commit, materialize, flush, copy_slot, reset_slot);
+//   T  tokens per row (decode, snapshot_decode, replay_step; ignored otherwise);
+//   L  the pool's history capacity (replay_step, prefill, materialize, flush;
+//      0 for a baseline pool; ignored by decode and snapshot_decode).
+// The size grows with B, T and L, so one workspace sized for the largest call
+// serves every smaller one. The reference backend (the oracle) and the cuda
+// backend need none (0) and ignore Exec::workspace; the reference keeps its
+// own allocations. On the cpu backend a call given a workspace uses only it
+// (no allocation while computing); without one (data == nullptr) it uses an
+// internal per-thread buffer.
+size_t mamba2_workspace_bytes(SsmOp op, const Mamba2Shape& s, int64_t B, int64_t T, int64_t L,
+                              const Exec& exec);
+
 }  // namespace replayssm

@@ -62,17 +62,51 @@ enum class Backend : int8_t {
 const char* backend_name(Backend backend);
 bool cuda_available();  // built with CUDA and a usable device present
 
+// Caller-provided scratch memory of one call (host memory, cpu backend).
+// data must be aligned to WORKSPACE_ALIGN bytes and hold at least the bytes
+// the family's *_workspace_bytes function reports for the call's shapes and
+// Exec (backend, num_threads). The library uses it only during the call;
+// its contents before and after are unspecified (nothing is read from it
+// that the call did not write first). data == nullptr means "none": the
+// cpu backend then allocates its scratch itself (a per-calling-thread
+// buffer that grows to the largest call and is kept for the thread's life)
+// — the convenience path. A workspace that is given but too small or
+// misaligned is an error naming the argument 'workspace'; there is no
+// silent fallback.
+inline constexpr size_t WORKSPACE_ALIGN = 64;
+struct Workspace {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
+// Operations of the state-space families (mamba2_*, delta_*), for the
+// workspace size functions.
+enum class SsmOp : int8_t {
+  decode,
+  snapshot_decode,
+  prefill,
+  replay_step,
+  commit,
+  materialize,
+  flush,
+  copy_slot,
+  reset_slot,
+};
+
 // How a call executes. stream is a cudaStream_t (nullptr = default stream).
 // device_status, when set, is an int32 in device memory that kernels OR
 // error bits into (StatusBit) for errors only the device can see (slot out
 // of range, accepted count outside [1, pending]); the offending row is then
 // skipped. check_device_status() synchronises, reads and clears it, and
 // throws when a bit is set. The CPU backends validate everything up front.
+// workspace: see Workspace (cpu backend; the reference and cuda backends
+// need none and ignore it).
 struct Exec {
   Backend backend = Backend::cpu;
   void* stream = nullptr;
   int num_threads = 0;  // cpu backend: 0 = hardware concurrency
   int32_t* device_status = nullptr;
+  Workspace workspace;
 };
 
 enum StatusBit : int32_t {

@@ -302,7 +302,10 @@ def conv1d_update(x: Array, weight: Array, pool: Conv1dPool, slot: Array,
     """Causal conv1d update with rollback; returns out [B, T, dim].
 
     x [B, T, dim], weight [dim, W], bias [dim], slot [B], num_accepted [B]
-    int32 (accepted count of each row's previous step; absent = all of it).
+    int32 (accepted count of each row's previous step, in [1, pending]; absent
+    = all of it). As for the SSM pools, a row with nothing pending (fresh from
+    prefill or reset) must not be given a count: run such rows as a separate
+    call without num_accepted.
     """
     out = _d.empty_like(x) if out is None else out
     kw = dict(x=x, weight=weight, out=out, slot=slot, conv_state=pool.state,

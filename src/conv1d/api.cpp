@@ -5,6 +5,7 @@
 #include "conv1d/backend.h"
 #include "core/check.h"
 #include "core/parallel.h"
+#include "core/workspace.h"
 
 namespace replayssm {
 namespace {
@@ -48,8 +49,9 @@ void check_devices(const char* fn, const Exec& exec,
   for (const auto& [name, t] : tensors) check::device(fn, name, *t, exec);
 }
 
-// Pending counts of the rows' slots lie in [0, T_max]; accepted counts in
-// [1, pending] where pending > 0 (host-visible tensors only).
+// Pending counts of the rows' slots lie in [0, T_max]; when num_accepted is
+// given, every non-pad row has pending > 0 and an accepted count in
+// [1, pending] (host-visible tensors only).
 void check_cursors_host(const char* fn, const Tensor& slot, int64_t pad,
                         const Tensor& conv_pending, const Tensor& num_accepted,
                         const conv1d::Dims& d) {
@@ -60,7 +62,12 @@ void check_cursors_host(const char* fn, const Tensor& slot, int64_t pad,
     check::require(p >= 0 && p <= d.T_max(), fn, "conv_pending",
                    "expected pending counts in [0, T_max = " + std::to_string(d.T_max()) +
                        "], got " + std::to_string(p) + " at slot " + std::to_string(s));
-    if (p == 0 || !num_accepted.defined()) continue;
+    if (!num_accepted.defined()) continue;
+    if (p == 0)
+      check::fail(fn, "num_accepted",
+                  "slot " + std::to_string(s) +
+                      " has no pending records to commit (pass num_accepted only for rows whose "
+                      "previous step left pending records)");
     const int64_t a = check::index_at(num_accepted, b);
     check::require(a >= 1 && a <= p, fn, "num_accepted",
                    "expected accepted counts in [1, pending = " + std::to_string(p) + "], got " +
@@ -74,6 +81,26 @@ int64_t conv1d_state_rows(int64_t W, int64_t T_max) {
   check::require(W >= 2, "conv1d_state_rows", "W", "expected W >= 2, got " + std::to_string(W));
   check::positive("conv1d_state_rows", "T_max", T_max);
   return W - 1 + T_max;
+}
+
+size_t conv1d_workspace_bytes(Conv1dOp op, int64_t B, int64_t T, int64_t dim, int64_t W,
+                              const Exec& exec) {
+  static constexpr const char* FN = "conv1d_workspace_bytes";
+  check::require(op == Conv1dOp::update || op == Conv1dOp::prefill, FN, "op", "unknown operation");
+  check::require(B >= 0, FN, "B", "expected B >= 0, got " + std::to_string(B));
+  if (op == Conv1dOp::update) check::positive(FN, "T", T);
+  check::positive(FN, "dim", dim);
+  check::require(W >= 2, FN, "W", "expected W >= 2, got " + std::to_string(W));
+  check::require(exec.backend == Backend::reference || exec.backend == Backend::cpu ||
+                     exec.backend == Backend::cuda,
+                 FN, "exec", "unknown backend");
+  if (exec.backend != Backend::cpu) return 0;
+  conv1d::Dims d;
+  d.B = B;
+  d.T = op == Conv1dOp::update ? T : 0;
+  d.dim = dim;
+  d.W = W;
+  return conv1d::cpu::workspace_plan(op, d, cpu_threads(exec.num_threads)).bytes();
 }
 
 void conv1d_update(const Conv1dStep& step, const Tensor& conv_state, const Tensor& conv_pending,
@@ -114,12 +141,13 @@ void conv1d_update(const Conv1dStep& step, const Tensor& conv_state, const Tenso
   }
   check::slots(FN, "slot", step.slot, step.pad_slot_id, d.S, true);
   check_cursors_host(FN, step.slot, step.pad_slot_id, conv_pending, num_accepted, d);
+  if (exec.backend == Backend::cpu)
+    check_workspace(FN, exec, conv1d::cpu::workspace_plan(Conv1dOp::update, d, cpu_threads(exec.num_threads)));
   if (d.B == 0) return;
   if (exec.backend == Backend::reference)
     conv1d::reference::update(step, conv_state, conv_pending, num_accepted, d);
   else
-    conv1d::cpu::update(step, conv_state, conv_pending, num_accepted, d,
-                        cpu_threads(exec.num_threads));
+    conv1d::cpu::update(step, conv_state, conv_pending, num_accepted, d, exec);
 }
 
 void conv1d_prefill(const Conv1dPrefill& p, const Tensor& conv_state, const Tensor& conv_pending,
@@ -177,11 +205,13 @@ void conv1d_prefill(const Conv1dPrefill& p, const Tensor& conv_state, const Tens
                      "expected 0 or 1, got " + std::to_string(v) + " at row " + std::to_string(b));
     }
   }
+  if (exec.backend == Backend::cpu)
+    check_workspace(FN, exec, conv1d::cpu::workspace_plan(Conv1dOp::prefill, d, cpu_threads(exec.num_threads)));
   if (d.B == 0) return;
   if (exec.backend == Backend::reference)
     conv1d::reference::prefill(p, conv_state, conv_pending, d);
   else
-    conv1d::cpu::prefill(p, conv_state, conv_pending, d, cpu_threads(exec.num_threads));
+    conv1d::cpu::prefill(p, conv_state, conv_pending, d, exec);
 }
 
 }  // namespace replayssm

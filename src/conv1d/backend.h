@@ -3,6 +3,7 @@
 // shapes, dtypes, devices, unit inner strides, W >= 2, T <= T_max; on the CPU
 // backends also slots (in range, distinct), pending counts and accepted counts.
 #pragma once
+#include "core/workspace.h"
 #include "replayssm/conv1d.h"
 
 namespace replayssm::conv1d {
@@ -25,7 +26,11 @@ struct Dims {
                const Dims& d __VA_ARGS__);
 
 namespace reference { RSSM_CONV1D_BACKEND_API() }
-namespace cpu { RSSM_CONV1D_BACKEND_API(, int threads) }
+namespace cpu {
+RSSM_CONV1D_BACKEND_API(, const Exec& exec)
+// Workspace of `op` for dims d on `threads` threads.
+WorkspacePlan workspace_plan(Conv1dOp op, const Dims& d, int threads);
+}
 namespace cuda { RSSM_CONV1D_BACKEND_API(, const Exec& exec) }
 
 #undef RSSM_CONV1D_BACKEND_API

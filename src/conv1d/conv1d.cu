@@ -13,7 +13,8 @@
 // has read it.
 //
 // Slots and accepted counts live on the device: a bad slot, or an accepted
-// count outside [1, pending], skips the row (no writes at all) and ORs
+// count outside [1, pending] (also: any count for a row with nothing
+// pending), skips the row (no writes at all) and ORs
 // STATUS_BAD_SLOT / STATUS_BAD_ACCEPTED into exec.device_status. Prefill
 // rows whose cu_seqlens entries are malformed are skipped with STATUS_BAD_SLOT.
 #include <algorithm>
@@ -76,7 +77,10 @@ __device__ __forceinline__ RowPlan plan_row(const UpdateParams& p, int64_t b) {
   if (r.s == p.pad) return {ROW_PAD, 0, r.s, 0};
   if (r.s < 0 || r.s >= p.S) return {ROW_BAD, STATUS_BAD_SLOT, r.s, 0};
   const int64_t pend = p.pending[r.s * p.pend_s];
-  if (pend == 0) return r;
+  if (pend == 0) {  // fresh row: nothing to commit, so no accepted count may be given
+    if (p.num_accepted) return {ROW_BAD, STATUS_BAD_ACCEPTED, r.s, 0};
+    return r;
+  }
   const int64_t a = p.num_accepted ? int64_t(p.num_accepted[b * p.na_s]) : pend;
   if (pend < 0 || pend > p.T_max || a < 1 || a > pend) return {ROW_BAD, STATUS_BAD_ACCEPTED, r.s, 0};
   r.a = a;

@@ -3,10 +3,11 @@
 // staged as rows of CB fp32 values so the channel loop vectorises:
 //   out[t, c] = act(bias[c] + Σ_{i<W} wT[i, c] · u[t + i, c]),
 // summed in the order i = 0 … W − 1 (the same order as the CUDA kernel).
+// The transposed weights live in the call's shared workspace, each item's
+// staged stream in its worker's slab.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
-#include <vector>
 
 #include "conv1d/backend.h"
 #include "core/check.h"
@@ -19,19 +20,25 @@ namespace {
 constexpr int64_t CB = 64;   // channels per work item
 constexpr int64_t TC = 64;   // prefill tokens staged at a time
 
-// Weights transposed to [W, dim] and bias [dim], both fp32.
+// Weights transposed to [W, dim] and bias [dim], both fp32, in the call's
+// shared workspace.
 struct Weights {
-  std::vector<float> wT, bias;
-  Weights(const Tensor& weight, const Tensor& b, const Dims& d)
-      : wT(size_t(d.W * d.dim)), bias(size_t(d.dim), 0.f) {
-    for (int64_t c = 0; c < d.dim; ++c) {
-      for (int64_t i = 0; i < d.W; ++i)
-        wT[size_t(i * d.dim + c)] =
-            float(load_as_f64(weight.data, weight.dtype, c * weight.stride[0] + i * weight.stride[1]));
-      if (b.defined()) bias[size_t(c)] = float(load_as_f64(b.data, b.dtype, c * b.stride[0]));
-    }
-  }
+  float *wT, *bias;
 };
+Weights carve_weights(Carver& c, const Dims& d) {
+  return Weights{c.take<float>(d.W * d.dim), c.take<float>(d.dim)};
+}
+void load_weights(const Weights& w, const Tensor& weight, const Tensor& b, const Dims& d) {
+  for (int64_t c = 0; c < d.dim; ++c) {
+    for (int64_t i = 0; i < d.W; ++i)
+      w.wT[i * d.dim + c] =
+          float(load_as_f64(weight.data, weight.dtype, c * weight.stride[0] + i * weight.stride[1]));
+    w.bias[c] = b.defined() ? float(load_as_f64(b.data, b.dtype, c * b.stride[0])) : 0.f;
+  }
+}
+// Per-thread staged stream of one work item: [(W − 1 + n), CB] with n = T
+// (update) or TC (prefill).
+float* carve_stream(Carver& c, const Dims& d, int64_t n) { return c.take<float>((d.W - 1 + n) * CB); }
 
 inline float activate(float v, bool silu) { return silu ? v / (1.f + std::exp(-v)) : v; }
 
@@ -42,9 +49,9 @@ void convolve_block(const float* u, int64_t n, int64_t nc, int64_t c0, const Wei
                     const Dims& d, bool silu, X* out, int64_t out_stride) {
   float acc[CB];
   for (int64_t t = 0; t < n; ++t) {
-    for (int64_t k = 0; k < nc; ++k) acc[k] = w.bias[size_t(c0 + k)];
+    for (int64_t k = 0; k < nc; ++k) acc[k] = w.bias[c0 + k];
     for (int64_t i = 0; i < d.W; ++i) {
-      const float* wi = w.wT.data() + i * d.dim + c0;
+      const float* wi = w.wT + i * d.dim + c0;
       const float* ui = u + (t + i) * CB;
       for (int64_t k = 0; k < nc; ++k) acc[k] += wi[k] * ui[k];
     }
@@ -55,19 +62,23 @@ void convolve_block(const float* u, int64_t n, int64_t nc, int64_t c0, const Wei
 
 template <DType XD, DType SD>
 void update_impl(const Conv1dStep& step, const Tensor& conv_state, const Tensor& conv_pending,
-                 const Tensor& num_accepted, const Dims& d, int threads) {
+                 const Tensor& num_accepted, const Dims& d, const Exec& exec) {
   using XC = Storage<XD>;
   using SC = Storage<SD>;
   using X = typename XC::type;
   using St = typename SC::type;
-  const Weights w(step.weight, step.bias, d);
+  const int threads = cpu_threads(exec.num_threads);
+  const CallScratch cs(exec, workspace_plan(Conv1dOp::update, d, threads));
+  Carver shared = cs.shared();
+  const Weights w = carve_weights(shared, d);
+  load_weights(w, step.weight, step.bias, d);
   const int64_t H = d.W - 1, nblk = (d.dim + CB - 1) / CB;
   const auto* pending = static_cast<const int32_t*>(conv_pending.data);
   const auto* x = static_cast<const X*>(step.x.data);
   auto* out = static_cast<X*>(step.out.data);
   auto* state = static_cast<St*>(conv_state.data);
 
-  parallel_for(d.B * nblk, threads, [&](int64_t item) {
+  parallel_for_workers(d.B * nblk, threads, [&](int worker, int64_t item) {
     const int64_t b = item / nblk, c0 = (item % nblk) * CB, nc = std::min(CB, d.dim - c0);
     const int64_t s = check::index_at(step.slot, b);
     X* ob = out + b * step.out.stride[0] + c0;
@@ -78,17 +89,18 @@ void update_impl(const Conv1dStep& step, const Tensor& conv_state, const Tensor&
     }
     const int64_t p = pending[s * conv_pending.stride[0]];
     const int64_t a = p == 0 ? 0 : (num_accepted.defined() ? check::index_at(num_accepted, b) : p);
-    std::vector<float> u(size_t((H + d.T) * CB));
+    Carver c = cs.slab(worker);
+    float* u = carve_stream(c, d, d.T);
     St* sb = state + s * conv_state.stride[0] + c0;
     for (int64_t i = 0; i < H; ++i)
-      for (int64_t k = 0; k < nc; ++k) u[size_t(i * CB + k)] = SC::load(sb[(a + i) * conv_state.stride[1] + k]);
+      for (int64_t k = 0; k < nc; ++k) u[i * CB + k] = SC::load(sb[(a + i) * conv_state.stride[1] + k]);
     const X* xb = x + b * step.x.stride[0] + c0;
     for (int64_t t = 0; t < d.T; ++t)
-      for (int64_t k = 0; k < nc; ++k) u[size_t((H + t) * CB + k)] = XC::load(xb[t * step.x.stride[1] + k]);
-    convolve_block<X, XC>(u.data(), d.T, nc, c0, w, d, step.silu, ob, step.out.stride[1]);
+      for (int64_t k = 0; k < nc; ++k) u[(H + t) * CB + k] = XC::load(xb[t * step.x.stride[1] + k]);
+    convolve_block<X, XC>(u, d.T, nc, c0, w, d, step.silu, ob, step.out.stride[1]);
     // rows [0, W − 1) ← history, rows [W − 1, W − 1 + T) ← the step's inputs
     for (int64_t r = 0; r < H + d.T; ++r)
-      for (int64_t k = 0; k < nc; ++k) sb[r * conv_state.stride[1] + k] = SC::store(u[size_t(r * CB + k)]);
+      for (int64_t k = 0; k < nc; ++k) sb[r * conv_state.stride[1] + k] = SC::store(u[r * CB + k]);
   });
   // Pending counts change only after every block of a row has read them.
   auto* pend = static_cast<int32_t*>(conv_pending.data);
@@ -100,18 +112,22 @@ void update_impl(const Conv1dStep& step, const Tensor& conv_state, const Tensor&
 
 template <DType XD, DType SD>
 void prefill_impl(const Conv1dPrefill& p, const Tensor& conv_state, const Tensor& conv_pending,
-                  const Dims& d, int threads) {
+                  const Dims& d, const Exec& exec) {
   using XC = Storage<XD>;
   using SC = Storage<SD>;
   using X = typename XC::type;
   using St = typename SC::type;
-  const Weights w(p.weight, p.bias, d);
+  const int threads = cpu_threads(exec.num_threads);
+  const CallScratch cs(exec, workspace_plan(Conv1dOp::prefill, d, threads));
+  Carver shared = cs.shared();
+  const Weights w = carve_weights(shared, d);
+  load_weights(w, p.weight, p.bias, d);
   const int64_t H = d.W - 1, nblk = (d.dim + CB - 1) / CB;
   const auto* x = static_cast<const X*>(p.x.data);
   auto* out = static_cast<X*>(p.out.data);
   auto* state = static_cast<St*>(conv_state.data);
 
-  parallel_for(d.B * nblk, threads, [&](int64_t item) {
+  parallel_for_workers(d.B * nblk, threads, [&](int worker, int64_t item) {
     const int64_t b = item / nblk, c0 = (item % nblk) * CB, nc = std::min(CB, d.dim - c0);
     const int64_t begin = check::index_at(p.cu_seqlens, b), end = check::index_at(p.cu_seqlens, b + 1);
     const int64_t s = check::index_at(p.slot, b);
@@ -122,23 +138,25 @@ void prefill_impl(const Conv1dPrefill& p, const Tensor& conv_state, const Tensor
     }
     const bool initial = p.initial.defined() && check::index_at(p.initial, b) != 0;
     // u holds the last W − 1 stream values followed by up to TC new tokens.
-    std::vector<float> u(size_t((H + TC) * CB), 0.f);
+    Carver c = cs.slab(worker);
+    float* u = carve_stream(c, d, TC);
+    std::fill(u, u + H * CB, 0.f);  // history of a prompt without `initial`
     St* sb = state + s * conv_state.stride[0] + c0;
     if (initial)
       for (int64_t i = 0; i < H; ++i)
-        for (int64_t k = 0; k < nc; ++k) u[size_t(i * CB + k)] = SC::load(sb[i * conv_state.stride[1] + k]);
+        for (int64_t k = 0; k < nc; ++k) u[i * CB + k] = SC::load(sb[i * conv_state.stride[1] + k]);
     for (int64_t t0 = begin; t0 < end; t0 += TC) {
       const int64_t n = std::min(TC, end - t0);
       for (int64_t t = 0; t < n; ++t)
         for (int64_t k = 0; k < nc; ++k)
-          u[size_t((H + t) * CB + k)] = XC::load(x[(t0 + t) * p.x.stride[0] + c0 + k]);
-      convolve_block<X, XC>(u.data(), n, nc, c0, w, d, p.silu, out + t0 * p.out.stride[0] + c0,
+          u[(H + t) * CB + k] = XC::load(x[(t0 + t) * p.x.stride[0] + c0 + k]);
+      convolve_block<X, XC>(u, n, nc, c0, w, d, p.silu, out + t0 * p.out.stride[0] + c0,
                             p.out.stride[0]);
       // Keep the last W − 1 stream values as the next chunk's history.
-      std::copy(u.begin() + n * CB, u.begin() + (n + H) * CB, u.begin());
+      std::copy(u + n * CB, u + (n + H) * CB, u);
     }
     for (int64_t i = 0; i < H; ++i)
-      for (int64_t k = 0; k < nc; ++k) sb[i * conv_state.stride[1] + k] = SC::store(u[size_t(i * CB + k)]);
+      for (int64_t k = 0; k < nc; ++k) sb[i * conv_state.stride[1] + k] = SC::store(u[i * CB + k]);
   });
   auto* pend = static_cast<int32_t*>(conv_pending.data);
   for (int64_t b = 0; b < d.B; ++b) {
@@ -174,15 +192,26 @@ template <DType XD, DType SD> struct Prefill {
 
 }  // namespace
 
+WorkspacePlan workspace_plan(Conv1dOp op, const Dims& d, int threads) {
+  WorkspacePlan plan;
+  plan.threads = threads;
+  Carver shared, slab;
+  carve_weights(shared, d);
+  carve_stream(slab, d, op == Conv1dOp::update ? d.T : TC);
+  plan.shared = shared.used();
+  plan.per_thread = slab.used();
+  return plan;
+}
+
 void update(const Conv1dStep& step, const Tensor& conv_state, const Tensor& conv_pending,
-            const Tensor& num_accepted, const Dims& d, int threads) {
+            const Tensor& num_accepted, const Dims& d, const Exec& exec) {
   dispatch<Update>(step.x.dtype, conv_state.dtype, step, conv_state, conv_pending, num_accepted, d,
-                   threads);
+                   exec);
 }
 
 void prefill(const Conv1dPrefill& p, const Tensor& conv_state, const Tensor& conv_pending,
-             const Dims& d, int threads) {
-  dispatch<Prefill>(p.x.dtype, conv_state.dtype, p, conv_state, conv_pending, d, threads);
+             const Dims& d, const Exec& exec) {
+  dispatch<Prefill>(p.x.dtype, conv_state.dtype, p, conv_state, conv_pending, d, exec);
 }
 
 }  // namespace replayssm::conv1d::cpu

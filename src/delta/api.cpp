@@ -10,6 +10,8 @@
 #include "core/check.h"
 #include "core/ring.h"
 #include "core/slot_ops.h"
+#include "core/workspace.h"
+#include "core/parallel.h"
 #include "delta/backend.h"
 #include "delta/dual.h"
 
@@ -232,6 +234,12 @@ void check_rows(const char* fn, const DeltaPool& pool, const delta::Dims& d, con
   }
 }
 
+// The caller's workspace fits `op` on dims d (cpu backend; others ignore it).
+void check_cpu_workspace(const char* fn, SsmOp op, const delta::Dims& d, const Exec& exec) {
+  if (exec.backend == Backend::cpu)
+    check_workspace(fn, exec, delta::cpu::workspace_plan(op, d, cpu_threads(exec.num_threads)));
+}
+
 void check_index(const char* fn, const char* arg, const Tensor& t, int64_t n, const Exec& exec) {
   check::index_vector(fn, arg, t, n);
   check::device(fn, arg, t, exec);
@@ -256,10 +264,11 @@ void delta_decode(DeltaFamily f, const DeltaStep& step, const Tensor& state, con
   check_state(fn, "state", state, d, exec);
   check_index(fn, "slot", step.slot, d.B, exec);
   if (host_checks(exec)) check::slots(fn, "slot", step.slot, step.pad_slot_id, d.S, true);
+  check_cpu_workspace(fn, SsmOp::decode, d, exec);
   if (d.B == 0) return;
   switch (exec.backend) {
     case Backend::reference: delta::reference::decode(step, state, d); break;
-    case Backend::cpu: delta::cpu::decode(step, state, d, exec.num_threads); break;
+    case Backend::cpu: delta::cpu::decode(step, state, d, exec); break;
     case Backend::cuda: delta::cuda::decode(step, state, d, exec); break;
   }
 }
@@ -294,10 +303,11 @@ void delta_snapshot_decode(DeltaFamily f, const DeltaStep& step, const Tensor& s
       }
     }
   }
+  check_cpu_workspace(fn, SsmOp::snapshot_decode, d, exec);
   if (d.B == 0) return;
   switch (exec.backend) {
     case Backend::reference: delta::reference::snapshot_decode(step, state, state_indices, num_accepted, d); break;
-    case Backend::cpu: delta::cpu::snapshot_decode(step, state, state_indices, num_accepted, d, exec.num_threads); break;
+    case Backend::cpu: delta::cpu::snapshot_decode(step, state, state_indices, num_accepted, d, exec); break;
     case Backend::cuda: delta::cuda::snapshot_decode(step, state, state_indices, num_accepted, d, exec); break;
   }
 }
@@ -332,10 +342,11 @@ void delta_prefill(DeltaFamily f, const DeltaPrefill& p, const DeltaPool& pool, 
                        std::to_string(check::index_at(p.cu_seqlens, d.B)));
     check_rows(fn, pool, d, p.slot, "slot", p.pad_slot_id, Tensor{}, false);
   }
+  check_cpu_workspace(fn, SsmOp::prefill, d, exec);
   if (d.B == 0) return;
   switch (exec.backend) {
     case Backend::reference: delta::reference::prefill(p, pool, d); break;
-    case Backend::cpu: delta::cpu::prefill(p, pool, d, exec.num_threads); break;
+    case Backend::cpu: delta::cpu::prefill(p, pool, d, exec); break;
     case Backend::cuda: delta::cuda::prefill(p, pool, d, exec); break;
   }
 }
@@ -355,10 +366,11 @@ void delta_replay_step(DeltaFamily f, const DeltaStep& step, const DeltaPool& po
   check_index(fn, "slot", step.slot, d.B, exec);
   if (num_accepted.defined()) check_index(fn, "num_accepted", num_accepted, d.B, exec);
   if (host_checks(exec)) check_rows(fn, pool, d, step.slot, "slot", step.pad_slot_id, num_accepted, true);
+  check_cpu_workspace(fn, SsmOp::replay_step, d, exec);
   if (d.B == 0) return;
   switch (exec.backend) {
     case Backend::reference: delta::reference::replay_step(step, pool, num_accepted, commit_all, d); break;
-    case Backend::cpu: delta::cpu::replay_step(step, pool, num_accepted, commit_all, d, exec.num_threads); break;
+    case Backend::cpu: delta::cpu::replay_step(step, pool, num_accepted, commit_all, d, exec); break;
     case Backend::cuda: delta::cuda::replay_step(step, pool, num_accepted, commit_all, d, exec); break;
   }
 }
@@ -391,10 +403,11 @@ void delta_commit(DeltaFamily f, const DeltaPool& pool, const Tensor& slot, int6
   check_index(fn, "num_accepted", num_accepted, slot.shape[0], exec);
   if (host_checks(exec)) check_rows(fn, pool, d, slot, "slot", pad_slot_id, num_accepted, false);
   d.B = slot.shape[0];
+  check_cpu_workspace(fn, SsmOp::commit, d, exec);
   if (d.B == 0) return;
   switch (exec.backend) {
     case Backend::reference: delta::reference::commit(pool, slot, pad_slot_id, num_accepted, d); break;
-    case Backend::cpu: delta::cpu::commit(pool, slot, pad_slot_id, num_accepted, d, exec.num_threads); break;
+    case Backend::cpu: delta::cpu::commit(pool, slot, pad_slot_id, num_accepted, d, exec); break;
     case Backend::cuda: delta::cuda::commit(pool, slot, pad_slot_id, num_accepted, d, exec); break;
   }
 }
@@ -418,10 +431,11 @@ void delta_materialize(DeltaFamily f, const DeltaPool& pool, const Tensor& slot,
       for (int64_t b = 0; b < d.B; ++b)
         if (check::index_at(slot, b) != pad_slot_id) checked_cursor(fn, pool, d, check::index_at(slot, b));
   }
+  check_cpu_workspace(fn, SsmOp::materialize, d, exec);
   if (d.B == 0) return;
   switch (exec.backend) {
     case Backend::reference: delta::reference::materialize(pool, slot, pad_slot_id, out, d); break;
-    case Backend::cpu: delta::cpu::materialize(pool, slot, pad_slot_id, out, d, exec.num_threads); break;
+    case Backend::cpu: delta::cpu::materialize(pool, slot, pad_slot_id, out, d, exec); break;
     case Backend::cuda: delta::cuda::materialize(pool, slot, pad_slot_id, out, d, exec); break;
   }
 }
@@ -437,10 +451,11 @@ void delta_flush(DeltaFamily f, const DeltaPool& pool, const Tensor& slot, int64
   check_index(fn, "slot", slot, slot.shape[0], exec);
   d.B = slot.shape[0];
   if (host_checks(exec)) check_rows(fn, pool, d, slot, "slot", pad_slot_id, Tensor{}, true);
+  check_cpu_workspace(fn, SsmOp::flush, d, exec);
   if (d.B == 0) return;
   switch (exec.backend) {
     case Backend::reference: delta::reference::flush(pool, slot, pad_slot_id, d); break;
-    case Backend::cpu: delta::cpu::flush(pool, slot, pad_slot_id, d, exec.num_threads); break;
+    case Backend::cpu: delta::cpu::flush(pool, slot, pad_slot_id, d, exec); break;
     case Backend::cuda: delta::cuda::flush(pool, slot, pad_slot_id, d, exec); break;
   }
 }
@@ -531,6 +546,30 @@ int64_t delta_replay_bytes_per_row(DeltaFamily f, const DeltaShape& s, DType sta
   const int64_t record = s.HV * s.V * int64_t(dtype_size(d_dtype)) + s.H * s.K * int64_t(dtype_size(act)) +
                          s.H * 4 + gate;
   return s.HV * s.V * s.K * int64_t(dtype_size(state)) + R * record + CURSOR_FIELDS * 4;
+}
+
+size_t delta_workspace_bytes(DeltaFamily f, SsmOp op, const DeltaShape& s, int64_t B, int64_t T,
+                             int64_t L, const Exec& exec) {
+  const char* fn = "delta_workspace_bytes";
+  check_family(fn, f);
+  check_backend(fn, exec);
+  check_shape_arg(fn, s);
+  check::require(op >= SsmOp::decode && op <= SsmOp::reset_slot, fn, "op", "unknown operation");
+  check::require(B >= 0, fn, "B", "expected B >= 0, got " + std::to_string(B));
+  check::require(L >= 0, fn, "L", "expected L >= 0, got " + std::to_string(L));
+  const bool steps = op == SsmOp::decode || op == SsmOp::snapshot_decode || op == SsmOp::replay_step;
+  if (steps) check::positive(fn, "T", T);
+  if (exec.backend != Backend::cpu) return 0;
+  Dims d;
+  d.family = f;
+  d.B = B;
+  d.T = steps ? T : 0;
+  d.H = s.H;
+  d.HV = s.HV;
+  d.K = s.K;
+  d.V = s.V;
+  d.L = L;
+  return delta::cpu::workspace_plan(op, d, cpu_threads(exec.num_threads)).bytes();
 }
 
 int64_t delta_snapshot_bytes_per_row(const DeltaShape& s, DType state, int64_t T_max) {

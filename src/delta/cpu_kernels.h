@@ -1,13 +1,14 @@
 // fp32 building blocks of the fast delta CPU backend: AVX2 dot / dot2, exp
 // and softplus (<= 2 ulp), axpy over K, state-row conversion by storage
 // dtype, token preparation and the fold of ring records into checkpoint rows.
+// Every buffer these take is scratch carved from the call's workspace.
 #pragma once
 #include <immintrin.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 #include "delta/common.h"
 
@@ -205,15 +206,6 @@ inline typename Storage<SD>::type* row_ptr(const Tensor& st, int64_t s, int64_t 
   return static_cast<typename Storage<SD>::type*>(st.data) + off(st, s, h, v);
 }
 
-// Thread-local scratch of n floats (slot i < 24 of a small set); kept for the
-// thread's lifetime, so steady-state calls do not allocate.
-inline float* scratch(int i, int64_t n) {
-  thread_local std::vector<float> bufs[24];
-  auto& b = bufs[i];
-  if (int64_t(b.size()) < n) b.resize(size_t(n));
-  return b.data();
-}
-
 // Key-head inputs of token (r, t): raw k (kr), k̂ = k·ks, q̂ = q·qs·q_scale.
 inline void prep_keys(const Inputs& in, int64_t K, int64_t r, int64_t t, int64_t kh, float* kr,
                       float* khat, float* ks, float* qhat) {
@@ -229,9 +221,10 @@ inline void prep_keys(const Inputs& in, int64_t K, int64_t r, int64_t t, int64_t
   for (int64_t i = 0; i < K; ++i) { khat[i] = kr[i] * s; qhat[i] *= qs; }
 }
 
-// Value-head inputs of token (r, t): log-decay g [GW], β, v [V].
+// Value-head inputs of token (r, t): log-decay g [GW], β, v [V]; bias is
+// scratch of GW floats.
 inline void prep_value(const Inputs& in, const Dims& d, int64_t r, int64_t t, int64_t h, float* g,
-                       float* beta, float* v) {
+                       float* beta, float* v, float* bias) {
   const int64_t GW = gate_width(d);
   if (GW > 1) load_vec(in.g, off(in.g, r, t, h, 0), GW, g);
   else g[0] = load_one<float>(in.g, off(in.g, r, t, h));
@@ -239,7 +232,6 @@ inline void prep_value(const Inputs& in, const Dims& d, int64_t r, int64_t t, in
     // g ← A softplus(g + dt_bias), A = −e^{A_log[h]}.
     const float A = -std::exp(load_one<float>(in.A_log, off(in.A_log, h)));
     if (in.dt_bias.defined()) {
-      float* bias = scratch(23, GW);
       if (GW > 1) load_vec(in.dt_bias, off(in.dt_bias, h, 0), GW, bias);
       else bias[0] = load_one<float>(in.dt_bias, off(in.dt_bias, h));
       for (int64_t i = 0; i < GW; ++i) g[i] += bias[i];
@@ -301,10 +293,9 @@ inline void suffix_decays(const float* g, int64_t n, int64_t GW, float* E, float
 }
 
 // Fold plan for value head h: Hk [n*K] = E_j ⊙ k̂_j and En [K] (expanded),
-// from k̂ [n*K] and g [n*GW].
+// from k̂ [n*K] and g [n*GW]; E is scratch of n*GW floats.
 inline void fold_factors(const float* khat, const float* g, int64_t n, int64_t GW, int64_t K,
-                         float* Hk, float* En) {
-  float* E = scratch(11, n * GW + 1);
+                         float* Hk, float* En, float* E) {
   float tail[1];
   float* EnGW = GW > 1 ? En : tail;
   suffix_decays(g, n, GW, E, EnGW);
@@ -319,6 +310,9 @@ inline void fold_row(float* s, const float* En, const float* Hk, const float* dd
   for (int64_t i = 0; i < K; ++i) s[i] *= En[i];
   for (int64_t j = 0; j < n; ++j) axpy(s, dd[j * V + v], Hk + j * K, K);
 }
+
+// Workspace of the replay step (cpu_replay.cpp).
+WorkspacePlan replay_workspace(const Dims& d, int threads);
 
 // Calls fn.template operator()<SD>() for the state dtype.
 template <class Fn>

@@ -28,9 +28,45 @@ struct RowPlan {
   StepPlan plan;
 };
 
+// Scratch of one (row, key head) task, for up to L records read and T window
+// tokens (GW = gate width, 1 for GDN, K for KDA).
+struct TaskScratch {
+  float *kw, *qw, *kr, *kj, *gj, *dj, *KK, *WK, *WQ, *gw, *cum, *beta, *vw, *Hk, *U, *P, *row,
+      *dwin, *ew, *tmp, *out, *E, *ewk, *bias;
+};
+TaskScratch carve_task(Carver& c, const Dims& d) {
+  const int64_t K = d.K, V = d.V, T = d.T, L = d.L, GW = gate_width(d);
+  TaskScratch w;
+  w.kw = c.take<float>(T * K);        // k̂_t
+  w.qw = c.take<float>(T * K);        // q̂_t
+  w.kr = c.take<float>(K);            // raw k
+  w.kj = c.take<float>(L * K);        // record keys k̂_j
+  w.gj = c.take<float>(L * GW);       // record log-decays
+  w.dj = c.take<float>(L * V);        // record d_j
+  w.KK = c.take<float>(L * 2 * T);    // GDN history products
+  w.WK = c.take<float>(T * T);        // GDN window products
+  w.WQ = c.take<float>(T * T);
+  w.gw = c.take<float>(T * GW);       // window log-decays
+  w.cum = c.take<float>(T * GW);      // Σ_{i<=t} g_i
+  w.beta = c.take<float>(T);
+  w.vw = c.take<float>(T * V);
+  w.Hk = c.take<float>(L * K + K);    // E_j ⊙ k̂_j, then e^{Λ_c}
+  w.U = c.take<float>(2 * T * K);     // GEMV vectors
+  w.P = c.take<float>(2 * T * V);     // GEMV results
+  w.row = c.take<float>(K);
+  w.dwin = c.take<float>(T * V);      // window d_t
+  w.ew = c.take<float>(T * K);        // e^{Λ_t − Λ_c}
+  w.tmp = c.take<float>(K);
+  w.out = c.take<float>(T * V);
+  w.E = c.take<float>(L * GW);        // E_j
+  w.ewk = c.take<float>(2 * T * K);   // KDA: ew_t ⊙ k̂_t, ew_t ⊙ q̂_t
+  w.bias = c.take<float>(GW);         // dt_bias of a value head
+  return w;
+}
+
 template <DType SD>
-void replay_task(const DeltaStep& step, const Inputs& in, const DeltaPool& pool, const Dims& d,
-                 const RowPlan& rp, int64_t b, int64_t kh) {
+void replay_task(const TaskScratch& ws, const DeltaStep& step, const Inputs& in,
+                 const DeltaPool& pool, const Dims& d, const RowPlan& rp, int64_t b, int64_t kh) {
   const int64_t K = d.K, V = d.V, T = d.T, GW = gate_width(d), G = d.HV / d.H;
   const int32_t R = int32_t(d.R);
   const int64_t s = rp.slot;
@@ -52,9 +88,9 @@ void replay_task(const DeltaStep& step, const Inputs& in, const DeltaPool& pool,
   }
   prefetch(pool.state, off(pool.state, s, kh * G, 0), 4 * K);
   // Key-head window inputs and appends.
-  float* kw = scratch(0, T * K);   // k̂_t
-  float* qw = scratch(1, T * K);   // q̂_t
-  float* kr = scratch(2, K);
+  float* kw = ws.kw;
+  float* qw = ws.qw;
+  float* kr = ws.kr;
   for (int64_t t = 0; t < T; ++t) {
     float ks;
     prep_keys(in, K, b, t, kh, kr, kw + t * K, &ks, qw + t * K);
@@ -63,15 +99,15 @@ void replay_task(const DeltaStep& step, const Inputs& in, const DeltaPool& pool,
     store_vec(pool.ring_ks, off(pool.ring_ks, s, pos, kh), 1, &ks);
   }
   // Record keys k̂_j (shared by the value heads).
-  float* kj = scratch(3, n * K + 1);
-  float* gj = scratch(4, n * GW + 1);
-  float* dj = scratch(5, n * V + 1);
+  float* kj = ws.kj;
+  float* gj = ws.gj;
+  float* dj = ws.dj;
   if (n) load_records(pool, d, s, kh * G, rstart, n, kj, gj, nullptr);
   // GDN: gate-free products shared across value heads: history KK[j][2t+{0,1}]
   // = k̂_j·{k̂_t, q̂_t}; window WK[t'][t] = k̂_t'·k̂_t, WQ[t'][t] = k̂_t'·q̂_t.
-  float* KK = scratch(6, n * 2 * T + 1);
-  float* WK = scratch(7, T * T);
-  float* WQ = scratch(8, T * T);
+  float* KK = ws.KK;
+  float* WK = ws.WK;
+  float* WQ = ws.WQ;
   if (!kda) {
     if (!p.flush)
       for (int64_t j = 0; j < n; ++j)
@@ -86,25 +122,14 @@ void replay_task(const DeltaStep& step, const Inputs& in, const DeltaPool& pool,
       }
   }
 
-  float* gw = scratch(9, T * GW);         // window log-decays
-  float* cum = scratch(10, T * GW);       // Σ_{i<=t} g_i (window, per channel)
-  float* beta = scratch(2, T);            // (kr no longer needed)
-  float* vw = scratch(12, T * V);
-  float* Hk = scratch(13, n * K + K);
-  float* U = scratch(14, 2 * T * K);
-  float* P = scratch(15, 2 * T * V);
-  float* row = scratch(16, K);
-  float* dwin = scratch(17, T * V);
-  float* ew = scratch(18, T * K);         // e^{Λ_t − Λ_c} (window part), expanded to K
-  float* tmp = scratch(19, K);
-  float* out = scratch(20, T * V);
-  float* E = scratch(21, n * GW + 1);
-  float* ewk = scratch(22, 2 * T * K);    // KDA: ew_t ⊙ k̂_t, ew_t ⊙ q̂_t
+  float *gw = ws.gw, *cum = ws.cum, *beta = ws.beta, *vw = ws.vw, *Hk = ws.Hk, *U = ws.U,
+        *P = ws.P, *row = ws.row, *dwin = ws.dwin, *ew = ws.ew, *tmp = ws.tmp, *out = ws.out,
+        *E = ws.E, *ewk = ws.ewk;
   float* Ec = Hk + n * K;                 // e^{Λ_c} (expanded to K)
 
   for (int64_t h = kh * G; h < (kh + 1) * G; ++h) {
     for (int64_t t = 0; t < T; ++t) {
-      prep_value(in, d, b, t, h, gw + t * GW, beta + t, vw + t * V);
+      prep_value(in, d, b, t, h, gw + t * GW, beta + t, vw + t * V, ws.bias);
       const int64_t pos = ring_pos(p.append_start, int32_t(t), R);
       if (kda) store_vec(pool.ring_g, off(pool.ring_g, s, pos, h, 0), K, gw + t * GW);
       else store_vec(pool.ring_g, off(pool.ring_g, s, pos, h), 1, gw + t * GW);
@@ -210,12 +235,26 @@ void replay_task(const DeltaStep& step, const Inputs& in, const DeltaPool& pool,
 
 }  // namespace
 
+WorkspacePlan replay_workspace(const Dims& d, int threads) {
+  WorkspacePlan plan;
+  plan.threads = threads;
+  Carver shared, slab;
+  shared.take<RowPlan>(d.B);
+  carve_task(slab, d);
+  plan.shared = shared.used();
+  plan.per_thread = slab.used();
+  return plan;
+}
+
 void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num_accepted,
-                 bool commit_all, const Dims& d, int threads) {
+                 bool commit_all, const Dims& d, const Exec& exec) {
   const Inputs in = inputs_of(step);
-  std::vector<RowPlan> plans(size_t(d.B));
+  const int threads = cpu_threads(exec.num_threads);
+  const CallScratch cs(exec, replay_workspace(d, threads));
+  Carver shared = cs.shared();
+  RowPlan* plans = shared.take<RowPlan>(d.B);
   for (int64_t b = 0; b < d.B; ++b) {
-    RowPlan& rp = plans[size_t(b)];
+    RowPlan& rp = plans[b];
     rp.slot = check::index_at(step.slot, b);
     if (rp.slot == step.pad_slot_id) continue;
     RingCursor c = read_cursor(pool.cursor, rp.slot);
@@ -223,19 +262,21 @@ void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num
     rp.plan = ring_plan_step(c, int32_t(d.T), int32_t(d.L), int32_t(d.R));
   }
   by_state_dtype(pool.state.dtype, [&]<DType SD>() {
-    parallel_for(d.B * d.H, cpu_threads(threads), [&](int64_t task) {
+    parallel_for_workers(d.B * d.H, threads, [&](int worker, int64_t task) {
       const int64_t b = task / d.H, kh = task % d.H;
-      const RowPlan& rp = plans[size_t(b)];
+      const RowPlan& rp = plans[b];
       if (rp.slot == step.pad_slot_id) {
         for (int64_t h = kh * (d.HV / d.H); h < (kh + 1) * (d.HV / d.H); ++h)
           for (int64_t t = 0; t < d.T; ++t) zero_vec(step.o, off(step.o, b, t, h), d.V);
         return;
       }
-      replay_task<SD>(step, in, pool, d, rp, b, kh);
+      Carver c = cs.slab(worker);
+      const TaskScratch ws = carve_task(c, d);
+      replay_task<SD>(ws, step, in, pool, d, rp, b, kh);
     });
   });
   for (int64_t b = 0; b < d.B; ++b) {
-    const RowPlan& rp = plans[size_t(b)];
+    const RowPlan& rp = plans[b];
     if (rp.slot == step.pad_slot_id) continue;
     RingCursor next = rp.plan.next;
     if (commit_all) ring_commit(next, int32_t(d.T));

@@ -9,6 +9,7 @@
 #include "core/parallel.h"
 #include "core/ring.h"
 #include "core/slot_ops.h"
+#include "core/workspace.h"
 #include "mamba2/backend.h"
 #include "mamba2/dual.h"
 #include "replayssm/mamba2.h"
@@ -218,7 +219,9 @@ void mamba2_decode(const Mamba2Step& step, const Tensor& state, const Exec& exec
   if (host_checks(exec)) check::slots(fn, "slot", step.slot, step.pad_slot_id, d.S, true);
   switch (exec.backend) {
     case Backend::reference: return mamba2::reference::decode(step, state, d);
-    case Backend::cpu: return mamba2::cpu::decode(step, state, d, threads(exec));
+    case Backend::cpu:
+      check_workspace(fn, exec, mamba2::cpu::workspace_plan(SsmOp::decode, d, threads(exec)));
+      return mamba2::cpu::decode(step, state, d, exec);
     case Backend::cuda: return mamba2::cuda::decode(step, state, d, exec);
   }
   unknown_backend(fn);
@@ -260,7 +263,8 @@ void mamba2_snapshot_decode(const Mamba2Step& step, const Tensor& state,
   }
   if (exec.backend == Backend::reference)
     return mamba2::reference::snapshot_decode(step, state, state_indices, num_accepted, d);
-  return mamba2::cpu::snapshot_decode(step, state, state_indices, num_accepted, d, threads(exec));
+  check_workspace(fn, exec, mamba2::cpu::workspace_plan(SsmOp::snapshot_decode, d, threads(exec)));
+  return mamba2::cpu::snapshot_decode(step, state, state_indices, num_accepted, d, exec);
 }
 
 void mamba2_prefill(const Mamba2Prefill& p, const Mamba2Pool& pool, const Exec& exec) {
@@ -317,7 +321,8 @@ void mamba2_prefill(const Mamba2Prefill& p, const Mamba2Pool& pool, const Exec& 
     if (ring) checked_cursor(fn, pool.cursor, s, d);
   }
   if (exec.backend == Backend::reference) return mamba2::reference::prefill(p, pool, d);
-  return mamba2::cpu::prefill(p, pool, d, threads(exec));
+  check_workspace(fn, exec, mamba2::cpu::workspace_plan(SsmOp::prefill, d, threads(exec)));
+  return mamba2::cpu::prefill(p, pool, d, exec);
 }
 
 void mamba2_replay_step(const Mamba2Step& step, const Mamba2Pool& pool,
@@ -354,7 +359,8 @@ void mamba2_replay_step(const Mamba2Step& step, const Mamba2Pool& pool,
   }
   if (exec.backend == Backend::reference)
     return mamba2::reference::replay_step(step, pool, num_accepted, commit_all, d);
-  return mamba2::cpu::replay_step(step, pool, num_accepted, commit_all, d, threads(exec));
+  check_workspace(fn, exec, mamba2::cpu::workspace_plan(SsmOp::replay_step, d, threads(exec)));
+  return mamba2::cpu::replay_step(step, pool, num_accepted, commit_all, d, exec);
 }
 
 void mamba2_commit(const Mamba2Pool& pool, const Tensor& slot, int64_t pad_slot_id,
@@ -375,7 +381,8 @@ void mamba2_commit(const Mamba2Pool& pool, const Tensor& slot, int64_t pad_slot_
   }
   if (exec.backend == Backend::reference)
     return mamba2::reference::commit(pool, slot, pad_slot_id, num_accepted, d);
-  return mamba2::cpu::commit(pool, slot, pad_slot_id, num_accepted, d, threads(exec));
+  check_workspace(fn, exec, mamba2::cpu::workspace_plan(SsmOp::commit, d, threads(exec)));
+  return mamba2::cpu::commit(pool, slot, pad_slot_id, num_accepted, d, exec);
 }
 
 void mamba2_materialize(const Mamba2Pool& pool, const Tensor& slot, int64_t pad_slot_id,
@@ -399,7 +406,8 @@ void mamba2_materialize(const Mamba2Pool& pool, const Tensor& slot, int64_t pad_
     }
   if (exec.backend == Backend::reference)
     return mamba2::reference::materialize(pool, slot, pad_slot_id, out, d);
-  return mamba2::cpu::materialize(pool, slot, pad_slot_id, out, d, threads(exec));
+  check_workspace(fn, exec, mamba2::cpu::workspace_plan(SsmOp::materialize, d, threads(exec)));
+  return mamba2::cpu::materialize(pool, slot, pad_slot_id, out, d, exec);
 }
 
 void mamba2_flush(const Mamba2Pool& pool, const Tensor& slot, int64_t pad_slot_id,
@@ -423,7 +431,8 @@ void mamba2_flush(const Mamba2Pool& pool, const Tensor& slot, int64_t pad_slot_i
                        " pending records; commit them before flushing");
   }
   if (exec.backend == Backend::reference) return mamba2::reference::flush(pool, slot, pad_slot_id, d);
-  return mamba2::cpu::flush(pool, slot, pad_slot_id, d, threads(exec));
+  check_workspace(fn, exec, mamba2::cpu::workspace_plan(SsmOp::flush, d, threads(exec)));
+  return mamba2::cpu::flush(pool, slot, pad_slot_id, d, exec);
 }
 
 namespace {
@@ -523,6 +532,28 @@ int64_t mamba2_replay_bytes_per_row(const Mamba2Shape& s, DType state, DType act
   const int64_t a = int64_t(dtype_size(act));
   return s.H * s.P * s.N * int64_t(dtype_size(state)) +
          R * (s.H * s.P * a + s.H * 4 + s.G * s.N * a) + CURSOR_FIELDS * 4;
+}
+
+size_t mamba2_workspace_bytes(SsmOp op, const Mamba2Shape& s, int64_t B, int64_t T, int64_t L,
+                              const Exec& exec) {
+  const char* fn = "mamba2_workspace_bytes";
+  check_exec(fn, exec);
+  check_shape_arg(fn, s);
+  check::require(op >= SsmOp::decode && op <= SsmOp::reset_slot, fn, "op", "unknown operation");
+  check::require(B >= 0, fn, "B", "expected B >= 0, got " + std::to_string(B));
+  check::require(L >= 0, fn, "L", "expected L >= 0, got " + std::to_string(L));
+  const bool steps = op == SsmOp::decode || op == SsmOp::snapshot_decode || op == SsmOp::replay_step;
+  if (steps) check::positive(fn, "T", T);
+  if (exec.backend != Backend::cpu) return 0;
+  mamba2::Dims d;
+  d.B = B;
+  d.T = steps ? T : 0;
+  d.H = s.H;
+  d.P = s.P;
+  d.N = s.N;
+  d.G = s.G;
+  d.L = L;
+  return mamba2::cpu::workspace_plan(op, d, threads(exec)).bytes();
 }
 
 int64_t mamba2_snapshot_bytes_per_row(const Mamba2Shape& s, DType state, int64_t T_max) {

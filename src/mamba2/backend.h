@@ -2,6 +2,7 @@
 // backends. Arguments reaching these functions are already validated: shapes,
 // dtypes, devices, strides; on CPU backends also slots, cursors and counts.
 #pragma once
+#include "core/workspace.h"
 #include "replayssm/mamba2.h"
 
 namespace replayssm::mamba2 {
@@ -28,7 +29,12 @@ struct Dims {
   void flush(const Mamba2Pool& pool, const Tensor& slot, int64_t pad, const Dims& d __VA_ARGS__);
 
 namespace reference { RSSM_MAMBA2_BACKEND_API() }
-namespace cpu { RSSM_MAMBA2_BACKEND_API(, int threads) }
+namespace cpu {
+RSSM_MAMBA2_BACKEND_API(, const Exec& exec)
+// Workspace of `op` for dims d on `threads` threads (shared part + per-thread
+// slabs); the backend carves exactly this layout from exec.workspace.
+WorkspacePlan workspace_plan(SsmOp op, const Dims& d, int threads);
+}
 namespace cuda { RSSM_MAMBA2_BACKEND_API(, const Exec& exec) }
 
 #undef RSSM_MAMBA2_BACKEND_API

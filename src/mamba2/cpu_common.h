@@ -4,12 +4,14 @@
 //
 // Arithmetic is fp32. State rows are converted to fp32 once per (head, p)
 // row; a head's inputs are converted to fp32 scratch before the hot loops,
-// so no loop over N or P switches on a dtype.
+// so no loop over N or P switches on a dtype. All scratch is carved from the
+// call's workspace (core/workspace.h): shared tables once per call, the rest
+// from the slab of the worker running the item; nothing is allocated while
+// the step computes.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #if defined(__F16C__) && defined(__AVX__)
 #include <immintrin.h>
@@ -18,6 +20,7 @@
 #include "core/check.h"
 #include "core/dtype.h"
 #include "core/ring.h"
+#include "core/workspace.h"
 #include "mamba2/backend.h"
 
 namespace replayssm::mamba2::cpu {
@@ -123,55 +126,62 @@ inline void write_cursor(const Tensor& c, int64_t slot, RingCursor v) {
   p[2] = v.pending;
 }
 
-// Records of one head gathered to fp32: δ_j, x_j (P), B_j (N), a_j = exp(δ_j A).
+// Records of one head gathered to fp32: δ_j, x_j (P), B_j (N), a_j = exp(δ_j A),
+// and the fold weights of the set (fold_weights). Buffers hold `cap`
+// records, carved from the call's workspace.
 struct Records {
   int32_t n = 0;
-  std::vector<float> delta, a, x, B;
-  void resize(int32_t count, int64_t P, int64_t N) {
-    n = count;
-    delta.resize(size_t(count));
-    a.resize(size_t(count));
-    x.resize(size_t(count * P));
-    B.resize(size_t(count * N));
-  }
+  float* delta = nullptr;  // [cap]
+  float* a = nullptr;      // [cap]
+  float* x = nullptr;      // [cap, P]
+  float* B = nullptr;      // [cap, N]
+  float* w = nullptr;      // [cap] fold weights
+  float decay = 1.0f;
 };
+inline Records carve_records(Carver& c, int64_t cap, const Dims& d) {
+  Records r;
+  r.delta = c.take<float>(cap);
+  r.a = c.take<float>(cap);
+  r.x = c.take<float>(cap * d.P);
+  r.B = c.take<float>(cap * d.N);
+  r.w = c.take<float>(cap);
+  return r;
+}
 
-// Gathers `count` records from physical position `start` for head h (group g).
+// Gathers `count` (<= the buffers' cap) records from physical position
+// `start` for head h (group g).
 template <DType AD>
 void gather(Records& r, const Mamba2Pool& pool, int64_t slot, int64_t h, int64_t g, float A,
             int32_t start, int32_t count, const Dims& d) {
-  r.resize(count, d.P, d.N);
+  r.n = count;
   for (int32_t j = 0; j < count; ++j) {
     const int64_t pos = ring_pos(start, j, int32_t(d.R));
-    r.delta[size_t(j)] = ptr<const float>(pool.ring_dt, off3(pool.ring_dt, slot, pos, h))[0];
-    r.a[size_t(j)] = std::exp(r.delta[size_t(j)] * A);
-    to_f32<AD>(ptr<const Elem<AD>>(pool.ring_x, off3(pool.ring_x, slot, pos, h)), &r.x[size_t(j * d.P)], d.P);
-    to_f32<AD>(ptr<const Elem<AD>>(pool.ring_B, off3(pool.ring_B, slot, pos, g)), &r.B[size_t(j * d.N)], d.N);
+    r.delta[j] = ptr<const float>(pool.ring_dt, off3(pool.ring_dt, slot, pos, h))[0];
+    r.a[j] = std::exp(r.delta[j] * A);
+    to_f32<AD>(ptr<const Elem<AD>>(pool.ring_x, off3(pool.ring_x, slot, pos, h)), &r.x[j * d.P], d.P);
+    to_f32<AD>(ptr<const Elem<AD>>(pool.ring_B, off3(pool.ring_B, slot, pos, g)), &r.B[j * d.N], d.N);
   }
 }
 
 // Fold weights of a record set: the state after all records is
 //   S = decay · S_0 + Σ_j w_j x_j B_jᵀ,  decay = Π_j a_j,  w_j = δ_j Π_{i>j} a_i.
-struct FoldWeights {
-  float decay = 1.0f;
-  std::vector<float> w;
-};
-inline void fold_weights(const Records& r, FoldWeights& f) {
-  f.w.resize(size_t(r.n));
+inline void fold_weights(Records& r) {
   float run = 1.0f;
   for (int32_t j = r.n - 1; j >= 0; --j) {
-    f.w[size_t(j)] = r.delta[size_t(j)] * run;
-    run *= r.a[size_t(j)];
+    r.w[j] = r.delta[j] * run;
+    run *= r.a[j];
   }
-  f.decay = run;
+  r.decay = run;
 }
 // Row p of the fold: row ← decay · row + Σ_j (w_j x_j[p]) B_j.
-inline void fold_row(float* row, const Records& r, const FoldWeights& f, int64_t p, const Dims& d) {
+inline void fold_row(float* row, const Records& r, int64_t p, const Dims& d) {
   if (r.n == 0) return;
-  for (int64_t n = 0; n < d.N; ++n) row[n] *= f.decay;
-  for (int32_t j = 0; j < r.n; ++j)
-    axpy(row, f.w[size_t(j)] * r.x[size_t(j * d.P + p)], &r.B[size_t(j * d.N)], d.N);
+  for (int64_t n = 0; n < d.N; ++n) row[n] *= r.decay;
+  for (int32_t j = 0; j < r.n; ++j) axpy(row, r.w[j] * r.x[j * d.P + p], &r.B[j * d.N], d.N);
 }
+
+// Workspace of the replay step (cpu_replay.cpp).
+WorkspacePlan replay_workspace(const Dims& d, int threads);
 
 // Calls f.template operator()<SD, AD>() for the runtime dtypes.
 template <class F> void dispatch(DType state, DType act, F&& f) {

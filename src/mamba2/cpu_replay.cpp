@@ -5,7 +5,6 @@
 // it; a flushing step folds, writes the new checkpoint and computes the
 // outputs in the same pass over the state rows.
 #include <algorithm>
-#include <vector>
 
 #include "core/parallel.h"
 #include "mamba2/cpu_common.h"
@@ -19,9 +18,37 @@ struct RowPlan {
   StepPlan plan;
 };
 
+// Scratch of one unit, for up to M_max = L + T records read (history +
+// window): B of the records [M_max, N], C of the window [T, N], B·C [T, M_max],
+// per head δ, a [M_max], x [M_max, P], coefficients [T, M_max], decays [T],
+// outputs [T, P], a state row [N], out and z rows [P], and up to L records
+// folded by a flushing step.
+struct UnitScratch {
+  float *Bg, *Cg, *BC, *delta, *a, *X, *coef, *decay0, *acc, *row, *out, *z;
+  Records fold;
+};
+UnitScratch carve_unit(Carver& c, const Dims& d) {
+  const int64_t M = d.L + d.T, T = d.T;
+  UnitScratch w;
+  w.Bg = c.take<float>(M * d.N);
+  w.Cg = c.take<float>(T * d.N);
+  w.BC = c.take<float>(T * M);
+  w.delta = c.take<float>(M);
+  w.a = c.take<float>(M);
+  w.X = c.take<float>(M * d.P);
+  w.coef = c.take<float>(T * M);
+  w.decay0 = c.take<float>(T);
+  w.acc = c.take<float>(T * d.P);
+  w.row = c.take<float>(d.N);
+  w.out = c.take<float>(d.P);
+  w.z = c.take<float>(d.P);
+  w.fold = carve_records(c, d.L, d);
+  return w;
+}
+
 template <DType SD, DType AD>
-void replay_unit(const Mamba2Step& s, const Mamba2Pool& pool, const RowPlan& rp, int64_t b,
-                 int64_t g, int64_t h0, int64_t h1, bool append_B, const Dims& d) {
+void replay_unit(UnitScratch& ws, const Mamba2Step& s, const Mamba2Pool& pool, const RowPlan& rp,
+                 int64_t b, int64_t g, int64_t h0, int64_t h1, bool append_B, const Dims& d) {
   const int64_t T = d.T, P = d.P, N = d.N, slot = rp.slot;
   const int32_t R = int32_t(d.R);
   const StepPlan& pl = rp.plan;
@@ -35,7 +62,8 @@ void replay_unit(const Mamba2Step& s, const Mamba2Pool& pool, const RowPlan& rp,
   const int32_t M = hist + int32_t(T);  // records the outputs read (history + window)
 
   // Group inputs: B of history and window [M, N], C of the window [T, N].
-  std::vector<float> Bg(size_t(M * N)), Cg(size_t(T * N));
+  float *Bg = ws.Bg, *Cg = ws.Cg, *BC = ws.BC, *delta = ws.delta, *a = ws.a, *X = ws.X,
+        *coef = ws.coef, *decay0 = ws.decay0, *acc = ws.acc, *row = ws.row, *out = ws.out, *z = ws.z;
   for (int32_t j = 0; j < hist; ++j) {
     const int64_t pos = ring_pos(pl.hist_start, j, R);
     to_f32<AD>(ptr<const Elem<AD>>(pool.ring_B, off3(pool.ring_B, slot, pos, g)), &Bg[size_t(j * N)], N);
@@ -51,16 +79,11 @@ void replay_unit(const Mamba2Step& s, const Mamba2Pool& pool, const RowPlan& rp,
   }
   // BC[t, j] = B_j · C_t for j <= hist + t (later records are not read, so a
   // rejected draft's values never meet an earlier token's output).
-  std::vector<float> BC(size_t(T * M));
   for (int64_t t = 0; t < T; ++t)
     for (int32_t j = 0; j <= hist + int32_t(t); ++j)
       BC[size_t(t * M + j)] = dot(&Bg[size_t(j * N)], &Cg[size_t(t * N)], N);
 
-  Records fold_recs;
-  FoldWeights fw;
-  const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
-  std::vector<float> delta(sz(M)), a(sz(M)), X(sz(M * P)), coef(sz(T * M)), decay0(sz(T)),
-      acc(sz(T * P)), row(sz(N)), out(sz(P)), z(sz(P));
+  Records& fold_recs = ws.fold;
   for (int64_t h = h0; h < h1; ++h) {
     const HeadParams hp = head_params(s.A, s.dt_bias, s.D, h);
     // Records of the head: history from the ring, window from the inputs
@@ -100,22 +123,22 @@ void replay_unit(const Mamba2Step& s, const Mamba2Pool& pool, const RowPlan& rp,
     // One pass over the checkpoint rows: fold (flush only), then S_0 C_t.
     if (pl.flush) {
       gather<AD>(fold_recs, pool, slot, h, g, hp.A, pl.fold_start, pl.fold_count, d);
-      fold_weights(fold_recs, fw);
+      fold_weights(fold_recs);
     }
     Elem<SD>* st = ptr<Elem<SD>>(pool.state, off2(pool.state, slot, h));
     const int64_t rs = pool.state.stride[2];
     for (int64_t p = 0; p < P; ++p) {
-      const float* r = row.data();
+      const float* r = row;
       if constexpr (SD == DType::f32) {
         if (!pl.flush) r = st + p * rs;  // read in place
-        else std::memcpy(row.data(), st + p * rs, size_t(N) * sizeof(float));
+        else std::memcpy(row, st + p * rs, size_t(N) * sizeof(float));
       } else {
-        to_f32<SD>(st + p * rs, row.data(), N);
+        to_f32<SD>(st + p * rs, row, N);
       }
       if (pl.flush) {
-        fold_row(row.data(), fold_recs, fw, p, d);
-        from_f32<SD>(row.data(), st + p * rs, N);
-        round_trip<SD>(row.data(), N);  // outputs read the checkpoint as stored
+        fold_row(row, fold_recs, p, d);
+        from_f32<SD>(row, st + p * rs, N);
+        round_trip<SD>(row, N);  // outputs read the checkpoint as stored
       }
       for (int64_t t = 0; t < T; ++t) acc[size_t(t * P + p)] += decay0[size_t(t)] * dot(r, &Cg[size_t(t * N)], N);
     }
@@ -124,23 +147,37 @@ void replay_unit(const Mamba2Step& s, const Mamba2Pool& pool, const RowPlan& rp,
       const float* xt = &X[size_t((hist + t) * P)];
       for (int64_t p = 0; p < P; ++p) out[size_t(p)] = acc[size_t(t * P + p)] + hp.D * xt[p];
       if (s.z.defined()) {
-        to_f32<AD>(ptr<const Elem<AD>>(s.z, off3(s.z, b, t, h)), z.data(), P);
+        to_f32<AD>(ptr<const Elem<AD>>(s.z, off3(s.z, b, t, h)), z, P);
         for (int64_t p = 0; p < P; ++p) out[size_t(p)] = gate(out[size_t(p)], z[size_t(p)]);
       }
-      from_f32<AD>(out.data(), ptr<Elem<AD>>(s.y, off3(s.y, b, t, h)), P);
+      from_f32<AD>(out, ptr<Elem<AD>>(s.y, off3(s.y, b, t, h)), P);
     }
   }
 }
 
 }  // namespace
 
+WorkspacePlan replay_workspace(const Dims& d, int threads) {
+  WorkspacePlan plan;
+  plan.threads = threads;
+  Carver shared, slab;
+  shared.take<RowPlan>(d.B);
+  carve_unit(slab, d);
+  plan.shared = shared.used();
+  plan.per_thread = slab.used();
+  return plan;
+}
+
 void replay_step(const Mamba2Step& s, const Mamba2Pool& pool, const Tensor& num_accepted,
-                 bool commit_all, const Dims& d, int threads) {
+                 bool commit_all, const Dims& d, const Exec& exec) {
+  const int threads = cpu_threads(exec.num_threads);
+  const CallScratch cs(exec, replay_workspace(d, threads));
   // Plans first (commit, then flush rule); cursors are written after all
   // units ran, so every unit sees the cursors of the call's start.
-  std::vector<RowPlan> rows(size_t(d.B));
+  Carver shared = cs.shared();
+  RowPlan* rows = shared.take<RowPlan>(d.B);
   for (int64_t b = 0; b < d.B; ++b) {
-    RowPlan& rp = rows[size_t(b)];
+    RowPlan& rp = rows[b];
     rp.slot = check::index_at(s.slot, b);
     rp.pad = rp.slot == s.pad_slot_id;
     if (rp.pad) continue;
@@ -155,15 +192,17 @@ void replay_step(const Mamba2Step& s, const Mamba2Pool& pool, const Tensor& num_
   const int64_t blocks = std::min(heads, want);
   const int64_t per = (heads + blocks - 1) / blocks;
   dispatch(pool.state.dtype, s.x.dtype, [&]<DType SD, DType AD>() {
-    parallel_for(d.B * d.G * blocks, threads, [&](int64_t u) {
+    parallel_for_workers(d.B * d.G * blocks, threads, [&](int worker, int64_t u) {
       const int64_t b = u / (d.G * blocks), g = (u / blocks) % d.G, k = u % blocks;
       const int64_t h0 = g * heads + k * per, h1 = std::min(g * heads + heads, h0 + per);
       if (h0 >= h1) return;
-      replay_unit<SD, AD>(s, pool, rows[size_t(b)], b, g, h0, h1, k == 0, d);
+      Carver c = cs.slab(worker);
+      UnitScratch w = carve_unit(c, d);
+      replay_unit<SD, AD>(w, s, pool, rows[b], b, g, h0, h1, k == 0, d);
     });
   });
   for (int64_t b = 0; b < d.B; ++b) {
-    const RowPlan& rp = rows[size_t(b)];
+    const RowPlan& rp = rows[b];
     if (rp.pad) continue;
     RingCursor next = rp.plan.next;
     if (commit_all) ring_commit(next, next.pending);
