@@ -6,7 +6,7 @@
 #   bash scripts/gpu_check.sh all             # the above plus bench-full
 #   bash scripts/gpu_check.sh build bench-full
 #
-# Stages: build info test sanitize bench-quick bench-full verify cpu-bench python. A failing
+# Stages: build info test sanitize bench-quick bench-spec bench-full verify cpu-bench python. A failing
 # stage does not stop later ones; the exit code is 1 when any stage failed.
 # Everything lands in $OUT (default ./gpu_check_out), in few files:
 #   log.txt          every stage's full output, with headers and timings
@@ -21,6 +21,9 @@
 #                      skipped past it and stage timeouts shrink to fit (default 540)
 #   BENCH_BUDGET_S     budget of bench-full's measurement loop (default 200)
 #   BENCH_FULL_ARGS    extra arguments of bench-full (e.g. "--family gdn --L 16")
+#   BENCH_QUICK_ARGS   extra arguments of bench-quick (e.g. "--batch 1,64,256")
+#   BENCH_SPEC_ARGS    arguments of bench-spec (default "--quick --T 5 --batch 64,256
+#                      --state fp32,bf16 --target-ms 10")
 #   SANITIZE_FILTER    gtest filter for the sanitizer runs
 #   SANITIZE_TIMEOUT_S per sanitizer tool (default 120)
 #   VERIFY_ARGS        arguments of `replayssm verify` (default "--backend cuda --quick")
@@ -37,6 +40,8 @@ CUDA_ARCHS=${CUDA_ARCHS:-90a}
 DEADLINE_S=${DEADLINE_S:-540}
 BENCH_BUDGET_S=${BENCH_BUDGET_S:-200}
 BENCH_FULL_ARGS=${BENCH_FULL_ARGS:-}
+BENCH_QUICK_ARGS=${BENCH_QUICK_ARGS:-}
+BENCH_SPEC_ARGS=${BENCH_SPEC_ARGS:---quick --T 5 --batch 64,256 --state fp32,bf16 --target-ms 10}
 SANITIZE_FILTER=${SANITIZE_FILTER:-*DeviceStatus*:Mamba2Gpu.SlotOperations:Conv1dGpu.ScheduleBf16W3:QuantGpu.*}
 SANITIZE_TIMEOUT_S=${SANITIZE_TIMEOUT_S:-120}
 VERIFY_ARGS=${VERIFY_ARGS:---backend cuda --quick}
@@ -224,7 +229,16 @@ stage_sanitize() {
 
 stage_bench_quick() {
   [[ -x $CLI ]] || { echo "no $CLI"; return 1; }
-  timeout "$(fit 120)" "$CLI" bench --backend cuda --quick --out "$OUT/bench.jsonl" --append 2>&1 | tee -a "$LOG"
+  # shellcheck disable=SC2086
+  timeout "$(fit 120)" "$CLI" bench --backend cuda --quick $BENCH_QUICK_ARGS --out "$OUT/bench.jsonl" --append 2>&1 | tee -a "$LOG"
+  return "${PIPESTATUS[0]}"
+}
+
+# Speculative rows (design §3): snapshot_spec vs replay_spec.
+stage_bench_spec() {
+  [[ -x $CLI ]] || { echo "no $CLI"; return 1; }
+  # shellcheck disable=SC2086
+  timeout "$(fit 300)" "$CLI" bench --backend cuda $BENCH_SPEC_ARGS --out "$OUT/bench.jsonl" --append 2>&1 | tee -a "$LOG"
   return "${PIPESTATUS[0]}"
 }
 
@@ -277,7 +291,7 @@ stage_python() {
 
 STAGES=("$@")
 (( ${#STAGES[@]} == 0 )) && STAGES=(build info test sanitize bench-quick verify)
-[[ ${STAGES[*]} == all ]] && STAGES=(build info test sanitize bench-quick bench-full verify)
+[[ ${STAGES[*]} == all ]] && STAGES=(build info test sanitize bench-quick bench-spec bench-full verify)
 [[ " ${STAGES[*]} " == *" bench-"* ]] && : > "$OUT/bench.jsonl"
 for s in "${STAGES[@]}"; do
   case $s in
@@ -286,11 +300,12 @@ for s in "${STAGES[@]}"; do
     test) run_stage test stage_test ;;
     sanitize) run_stage sanitize stage_sanitize ;;
     bench-quick) run_stage bench-quick stage_bench_quick ;;
+    bench-spec) run_stage bench-spec stage_bench_spec ;;
     bench-full) run_stage bench-full stage_bench_full ;;
     verify) run_stage verify stage_verify ;;
     cpu-bench) run_stage cpu-bench stage_cpu_bench ;;
     python) run_stage python stage_python ;;
-    *) echo "unknown stage '$s' (build info test sanitize bench-quick bench-full verify cpu-bench python all)"; FAILED=1 ;;
+    *) echo "unknown stage '$s' (build info test sanitize bench-quick bench-spec bench-full verify cpu-bench python all)"; FAILED=1 ;;
   esac
 done
 
