@@ -67,6 +67,12 @@
 
 #include "replayssm/types.h"
 
+#if defined(__CUDACC__)
+#define RSSM_M2_HD __host__ __device__ __forceinline__
+#else
+#define RSSM_M2_HD inline
+#endif
+
 namespace replayssm::mamba2 {
 
 inline constexpr int KERNEL_THREADS = 256;
@@ -166,11 +172,60 @@ inline Tile prefill_tile(int64_t rows, int64_t H, int64_t G, int64_t P, const Ro
   return t;
 }
 
-// Dynamic shared memory (floats) of each kernel; the carve-up in the kernels
-// follows the same order.
-inline int64_t replay_smem_floats(int64_t T, int64_t L, int64_t ns, int64_t nh, int64_t np) {
+// Asynchronous state stages of the hot kernels (kernel_common.cuh::issue_pass):
+// one stage holds one pass, HOT_VPL 16-byte vectors per lane (16 KiB). A
+// block keeps up to `stages` passes in flight (cp.async into shared memory,
+// no registers held), so bytes in flight no longer trade against registers:
+// 4 stages x 2 blocks = 128 KiB per SM, twice what the register double
+// buffer held. The count is the largest in [2, MAX_HOT_STAGES] that still
+// lets `blocks` blocks share an SM with the kernel's other shared memory.
+inline constexpr int MAX_HOT_STAGES = 4;
+// Resident blocks per SM the hot kernels are built for (__launch_bounds__).
+inline constexpr int HOT_BLOCKS_PER_SM = 2;
+inline constexpr int64_t STAGE_BYTES = int64_t(HOT_VPL) * KERNEL_THREADS * 16;
+inline int hot_stages(int64_t rest_bytes, int64_t smem_per_sm, int blocks) {
+  int s = MAX_HOT_STAGES;
+  // 1 KiB per block is reserved by the runtime
+  while (s > 2 && blocks * (s * STAGE_BYTES + rest_bytes + 1024) > smem_per_sm) --s;
+  return s;
+}
+
+// Replay kernel shared memory after the stages, in bytes (every array starts
+// 16-byte aligned). Raw arrays keep the activation dtype (records of x, the
+// window's x and z) with a padded row stride nps (16-byte multiple).
+struct ReplaySmem {
+  int64_t nps;  // padded row stride of the raw [.., np] arrays (elements)
+  int64_t Cs, Bw, Bf, BC, dh, dwin, Ah, Dh, coef, dec, fw, fdec, hist;  // fp32
+  int64_t xh, xwin, zs;                                                  // raw
+  int64_t bytes;
+};
+RSSM_M2_HD int64_t align16(int64_t b) { return (b + 15) / 16 * 16; }
+RSSM_M2_HD ReplaySmem replay_smem(int64_t T, int64_t L, int64_t ns, int64_t nh, int64_t np,
+                                  int64_t act_size) {
   const int64_t J = L + T;  // records (at most L) plus window tokens
-  return ns * (T + J) + T * J + nh * (J + T * J + T + J + 1) + 2 * nh * T * np + J * nh * np;
+  const int64_t ch = 16 / act_size;
+  ReplaySmem m{};
+  m.nps = (np + ch - 1) / ch * ch;
+  int64_t o = 0;
+  auto take = [&](int64_t bytes) { const int64_t at = o; o += align16(bytes); return at; };
+  m.Cs = take(4 * T * ns);        // [T][ns]   C_t
+  m.Bw = take(4 * T * ns);        // [T][ns]   B of the window tokens
+  m.Bf = take(4 * L * ns);        // [L][ns]   B of the records
+  m.BC = take(4 * T * J);         // [T][J]    B_j·C_t
+  m.dh = take(4 * nh * L);        // [nh][L]   δ of the records
+  m.dwin = take(4 * nh * T);      // [nh][T]   δ of the window
+  m.Ah = take(4 * nh);            // [nh]
+  m.Dh = take(4 * nh);            // [nh]
+  m.coef = take(4 * nh * T * J);  // [nh][T][J]
+  m.dec = take(4 * nh * T);       // [nh][T]
+  m.fw = take(4 * nh * L);        // [nh][L]   fold weights
+  m.fdec = take(4 * nh);          // [nh]
+  m.hist = take(4 * nh * T * np); // [nh][T][np]
+  m.xh = take(act_size * L * nh * m.nps);    // [L][nh][nps]  x of the records
+  m.xwin = take(act_size * T * nh * m.nps);  // [T][nh][nps]  x of the window
+  m.zs = take(act_size * T * nh * m.nps);    // [T][nh][nps]  z of the window
+  m.bytes = o;
+  return m;
 }
 inline int64_t decode_smem_floats(int64_t T, int64_t ns, int64_t nh, int64_t np) {
   return 4 * T + 2 * ns * T + 2 * nh * T + nh + 2 * nh * T * np;
