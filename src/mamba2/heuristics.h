@@ -182,6 +182,9 @@ inline Tile prefill_tile(int64_t rows, int64_t H, int64_t G, int64_t P, const Ro
 inline constexpr int MAX_HOT_STAGES = 4;
 // Resident blocks per SM the hot kernels are built for (__launch_bounds__).
 inline constexpr int HOT_BLOCKS_PER_SM = 2;
+// Decode holds fewer registers (<= 80, no spills) and little shared memory:
+// three blocks per SM, 3 x 4 stages = 192 KiB of loads in flight.
+inline constexpr int DECODE_BLOCKS_PER_SM = 3;
 inline constexpr int64_t STAGE_BYTES = int64_t(HOT_VPL) * KERNEL_THREADS * 16;
 inline int hot_stages(int64_t rest_bytes, int64_t smem_per_sm, int blocks) {
   int s = MAX_HOT_STAGES;

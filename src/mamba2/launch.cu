@@ -189,8 +189,25 @@ void launch_cursor(const char* fn, Params p, Mode mode, const Exec& exec) {
   p.mode = mode;
   if (p.B == 0) return;
   const unsigned blocks = unsigned((p.B + 255) / 256);
-  kern::mamba2_cursor_kernel<<<blocks, 256, 0, cuda_util::stream_of(exec)>>>(p);
-  cuda_util::check_launch(fn);
+  if (mode != Mode::step) {
+    kern::mamba2_cursor_kernel<<<blocks, 256, 0, cuda_util::stream_of(exec)>>>(p);
+    cuda_util::check_launch(fn);
+    return;
+  }
+  // After the replay kernel: programmatic dependent launch, so the cursor
+  // kernel's launch overlaps the replay grid (it waits for the grid's
+  // completion on the device, griddepcontrol.wait, before writing).
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = cuda_util::stream_of(exec);
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cuda_util::check(cudaLaunchKernelEx(&cfg, kern::mamba2_cursor_kernel, p), fn, "kernel launch");
 }
 
 // Hot kernels: validate N as every kernel does, then use the hot geometry.
@@ -213,7 +230,7 @@ void launch_decode_kernel(const char* fn, Params& p, DType state, DType act, con
   auto smem = [&](int64_t nh, int64_t np) { return 4 * decode_smem_floats(p.T, g.ns, nh, np); };
   const int rpp = rows_per_pass(g, hot_unroll(g));
   const Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(HOT_PASSES) * rpp);
-  p.stages = hot_stages(smem(t.nh, t.np), info.smem_per_sm, HOT_BLOCKS_PER_SM);
+  p.stages = hot_stages(smem(t.nh, t.np), info.smem_per_sm, DECODE_BLOCKS_PER_SM);
   const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np) + p.stages * STAGE_BYTES, exec, g.vpl, info);
   dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_decode<SD, AD>(p, c); });
 }

@@ -220,7 +220,12 @@ mamba2_replay_kernel(const Params p) {
     for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
 
   StepPlan plan;
-  if (step_row_plan(p, b, &slot, &plan, &bits) != ROW_OK) {
+  const int rs = step_row_plan(p, b, &slot, &plan, &bits);
+  // Every block has read the row's cursor: the cursor kernel (launched as a
+  // programmatic dependent) may be scheduled; it still waits for this grid
+  // to complete before it writes (griddepcontrol.wait).
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (rs != ROW_OK) {
     cp_async_wait(0);
     zero_outputs<AD>(p, bp, b, 0, T);  // the cursor kernel reports the status
     return;
