@@ -67,7 +67,7 @@ __device__ __forceinline__ void decode_pass(const Params& p, const BlockPos& bp,
 
 template <DType SD, DType AD, int VPL>
 // The state stream lives in shared-memory stages (no registers held by loads
-// in flight), so the kernel fits DECODE_BLOCKS_PER_SM blocks per SM.
+// in flight).
 __global__ void __launch_bounds__(KERNEL_THREADS, DECODE_BLOCKS_PER_SM)
 mamba2_decode_kernel(const Params p) {
   using st_t = typename Traits<SD>::type;

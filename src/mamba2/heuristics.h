@@ -182,9 +182,9 @@ inline Tile prefill_tile(int64_t rows, int64_t H, int64_t G, int64_t P, const Ro
 inline constexpr int MAX_HOT_STAGES = 4;
 // Resident blocks per SM the hot kernels are built for (__launch_bounds__).
 inline constexpr int HOT_BLOCKS_PER_SM = 2;
-// Decode holds fewer registers (<= 80, no spills) and little shared memory:
-// three blocks per SM, 3 x 4 stages = 192 KiB of loads in flight.
-inline constexpr int DECODE_BLOCKS_PER_SM = 3;
+// Decode at three blocks per SM (80 registers) spilled a little and measured
+// slower for bf16 state (373 vs 346 us at batch 256); two it is.
+inline constexpr int DECODE_BLOCKS_PER_SM = 2;
 inline constexpr int64_t STAGE_BYTES = int64_t(HOT_VPL) * KERNEL_THREADS * 16;
 inline int hot_stages(int64_t rest_bytes, int64_t smem_per_sm, int blocks) {
   int s = MAX_HOT_STAGES;
@@ -194,12 +194,14 @@ inline int hot_stages(int64_t rest_bytes, int64_t smem_per_sm, int blocks) {
 }
 
 // Replay kernel shared memory after the stages, in bytes (every array starts
-// 16-byte aligned). Raw arrays keep the activation dtype (records of x, the
-// window's x and z) with a padded row stride nps (16-byte multiple).
+// 16-byte aligned). Raw arrays keep the activation dtype (records of x and B,
+// the window's x and z) with a padded row stride nps (16-byte multiple).
 struct ReplaySmem {
   int64_t nps;  // padded row stride of the raw [.., np] arrays (elements)
-  int64_t Cs, Bw, Bf, BC, dh, dwin, Ah, Dh, coef, dec, fw, fdec, hist;  // fp32
-  int64_t xh, xwin, zs;                                                  // raw
+  int64_t nhp;  // nh rounded up to 4 (row stride of dh)
+  int64_t cur;  // int32[4] the row's cursor
+  int64_t Cs, Bw, Bf, BC, dh, dwin, Ah, Dh, coef, dec, fw, fdec, hist, part;  // fp32
+  int64_t Bh, xh, xwin, zs;                                                    // raw
   int64_t bytes;
 };
 RSSM_M2_HD int64_t align16(int64_t b) { return (b + 15) / 16 * 16; }
@@ -209,13 +211,15 @@ RSSM_M2_HD ReplaySmem replay_smem(int64_t T, int64_t L, int64_t ns, int64_t nh, 
   const int64_t ch = 16 / act_size;
   ReplaySmem m{};
   m.nps = (np + ch - 1) / ch * ch;
+  m.nhp = (nh + 3) / 4 * 4;
   int64_t o = 0;
   auto take = [&](int64_t bytes) { const int64_t at = o; o += align16(bytes); return at; };
+  m.cur = take(16);
   m.Cs = take(4 * T * ns);        // [T][ns]   C_t
   m.Bw = take(4 * T * ns);        // [T][ns]   B of the window tokens
-  m.Bf = take(4 * L * ns);        // [L][ns]   B of the records
+  m.Bf = take(4 * L * ns);        // [L][ns]   B of the records, widened (flush)
   m.BC = take(4 * T * J);         // [T][J]    B_j·C_t
-  m.dh = take(4 * nh * L);        // [nh][L]   δ of the records
+  m.dh = take(4 * L * m.nhp);     // [L][nhp]  δ of the records
   m.dwin = take(4 * nh * T);      // [nh][T]   δ of the window
   m.Ah = take(4 * nh);            // [nh]
   m.Dh = take(4 * nh);            // [nh]
@@ -224,6 +228,8 @@ RSSM_M2_HD ReplaySmem replay_smem(int64_t T, int64_t L, int64_t ns, int64_t nh, 
   m.fw = take(4 * nh * L);        // [nh][L]   fold weights
   m.fdec = take(4 * nh);          // [nh]
   m.hist = take(4 * nh * T * np); // [nh][T][np]
+  m.part = take(4 * T * nh * np); // [T][nh][np]  S·C_t of the streamed rows
+  m.Bh = take(act_size * L * ns);            // [L][ns]       B of the records
   m.xh = take(act_size * L * nh * m.nps);    // [L][nh][nps]  x of the records
   m.xwin = take(act_size * T * nh * m.nps);  // [T][nh][nps]  x of the window
   m.zs = take(act_size * T * nh * m.nps);    // [T][nh][nps]  z of the window

@@ -449,8 +449,13 @@ __device__ __forceinline__ void cp_chunk(E* dst, const E* src, int cnt, uint64_t
   if (cnt == CH && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
     cp_async16(dst, src, 16, pol);
   } else {
-    for (int i = 0; i < cnt; ++i) dst[i] = src[i];
+    for (int i = 0; i < CH; ++i) dst[i] = i < cnt ? src[i] : E(0.f);
   }
+}
+// 4-byte async copy (cp.async.ca; 4-byte aligned source).
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
 }
 
 // ---------------------------------------------------------------------------
@@ -486,16 +491,12 @@ __device__ __forceinline__ int check_slot(const Params& p, int64_t slot, int32_t
 // Replay step of row b: commit (num_accepted), then plan (ring.h). Every
 // block of the row and the cursor kernel run this on the same pre-step
 // cursor, so they agree; only the cursor kernel writes the cursor.
-__device__ __forceinline__ int step_row_plan(const Params& p, int64_t b, int64_t* slot_out,
-                                             StepPlan* plan, int32_t* bits) {
-  const int64_t slot = row_slot(p, b);
-  *slot_out = slot;
-  const int s = check_slot(p, slot, bits);
-  if (s != ROW_OK) return s;
-  RingCursor c = load_cursor(p, slot);
+// The plan part of step_row_plan, from the row's cursor c and (with
+// num_accepted) its accepted count a.
+__device__ __forceinline__ int plan_from_cursor(const Params& p, RingCursor c, int64_t a, StepPlan* plan,
+                                                int32_t* bits) {
   if (!cursor_sane(p, c)) { *bits |= STATUS_RING_OVERFLOW; return ROW_BAD; }
   if (p.acc) {
-    const int64_t a = cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s);
     if (c.pending == 0 || a < 1 || a > c.pending) { *bits |= STATUS_BAD_ACCEPTED; return ROW_BAD; }
     if (c.count + a > p.L) { *bits |= STATUS_RING_OVERFLOW; return ROW_BAD; }
     ring_commit(c, int32_t(a));
@@ -505,6 +506,16 @@ __device__ __forceinline__ int step_row_plan(const Params& p, int64_t b, int64_t
   }
   *plan = ring_plan_step(c, p.T, p.L, p.R);
   return ROW_OK;
+}
+__device__ __forceinline__ int step_row_plan(const Params& p, int64_t b, int64_t* slot_out,
+                                             StepPlan* plan, int32_t* bits) {
+  const int64_t slot = row_slot(p, b);
+  *slot_out = slot;
+  const int s = check_slot(p, slot, bits);
+  if (s != ROW_OK) return s;
+  const RingCursor c = load_cursor(p, slot);
+  const int64_t a = p.acc ? cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s) : 0;
+  return plan_from_cursor(p, c, a, plan, bits);
 }
 
 // Zero y[row, t, h, p] over the block's heads and rows (pad / skipped rows).

@@ -73,31 +73,35 @@ __device__ __forceinline__ float suffix_scan(D&& d, int lo, int hi, int lane, F&
 template <DType AD>
 struct ReplayArrays {
   using at_t = typename Traits<AD>::type;
-  float *Cs, *Bw, *Bf, *BC, *dh, *dwin, *Ah, *Dh, *coef, *dec, *fw, *fdec, *hist;
-  at_t *xh, *xwin, *zs;
-  int nps;
+  int32_t* cur;
+  float *Cs, *Bw, *Bf, *BC, *dh, *dwin, *Ah, *Dh, *coef, *dec, *fw, *fdec, *hist, *part;
+  at_t *Bh, *xh, *xwin, *zs;
+  int nps, nhp;
   __device__ ReplayArrays(char* base, const ReplaySmem& m) {
     auto f = [&](int64_t o) { return reinterpret_cast<float*>(base + o); };
     auto a = [&](int64_t o) { return reinterpret_cast<at_t*>(base + o); };
+    cur = reinterpret_cast<int32_t*>(base + m.cur);
     Cs = f(m.Cs); Bw = f(m.Bw); Bf = f(m.Bf); BC = f(m.BC); dh = f(m.dh); dwin = f(m.dwin);
     Ah = f(m.Ah); Dh = f(m.Dh); coef = f(m.coef); dec = f(m.dec); fw = f(m.fw); fdec = f(m.fdec);
-    hist = f(m.hist); xh = a(m.xh); xwin = a(m.xwin); zs = a(m.zs);
+    hist = f(m.hist); part = f(m.part);
+    Bh = a(m.Bh); xh = a(m.xh); xwin = a(m.xwin); zs = a(m.zs);
     nps = int(m.nps);
+    nhp = int(m.nhp);
   }
 };
 
-// One pass of the replay stream over the lane's staged vectors stg[k·threads].
-// flush: fold, round, write the checkpoint and continue with the stored value.
+// One pass of the replay stream over the lane's staged vectors stg[k·threads]:
+// part[t][r] = S·C_t for the pass's rows. flush: first fold, round, write the
+// checkpoint and continue with the stored value.
 template <DType SD, DType AD, int VPL>
 __device__ __forceinline__ void replay_pass(const Params& p, const BlockPos& bp, const Lane& l,
-                                            typename Traits<SD>::type* S, int64_t b, bool flush,
-                                            int n, const ReplayArrays<AD>& a, int q,
-                                            const uint4* stg) {
+                                            typename Traits<SD>::type* S, bool flush, int n,
+                                            const ReplayArrays<AD>& a, int q, const uint4* stg) {
   constexpr int VEC = VecOf<SD>::value;
   const int T = p.T, ns = p.ns, N = p.N;
   const int r = q * l.nrg + l.rg;
   const bool in = r < l.rows;
-  const int hl = in ? r / l.np : 0, pp = in ? r - hl * l.np : 0, h = bp.h0 + hl, pr = bp.p0 + pp;
+  const int hl = in ? r / l.np : 0, pp = in ? r - hl * l.np : 0;
   uint4 v[VPL];
 #pragma unroll
   for (int k = 0; k < VPL; ++k) v[k] = stg[k * KERNEL_THREADS];
@@ -120,7 +124,7 @@ __device__ __forceinline__ void replay_pass(const Params& p, const BlockPos& bp,
         if (vi < p.nv) axpby_smem<VEC>(f[k], 1.f, w, a.Bf + j * ns + vi * VEC);
       }
     }
-    typename Traits<SD>::type* row = S + int64_t(h) * p.st_h + int64_t(pr) * p.st_p;
+    typename Traits<SD>::type* row = S + int64_t(bp.h0 + hl) * p.st_h + int64_t(bp.p0 + pp) * p.st_p;
 #pragma unroll
     for (int k = 0; k < VPL; ++k) {
       const int vi = l.lr + k * l.lpr;
@@ -141,12 +145,76 @@ __device__ __forceinline__ void replay_pass(const Params& p, const BlockPos& bp,
       }
     }
     part = group_sum(part, l.lpr);  // every lane of the warp takes part
-    if (in && l.lr == 0) {
-      float yv = fmaf(part, a.dec[hl * T + t], a.hist[(hl * T + t) * p.np + pp]);
-      if (p.z) yv = silu_gate(yv, Traits<AD>::load(a.zs[(t * p.nh + hl) * a.nps + pp]));
-      st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(h) * p.y_h + pr, yv);
+    if (in && l.lr == 0) a.part[(t * p.nh + hl) * p.np + pp] = part;
+  }
+}
+
+// Phase 4 of the replay kernel (records staged): B·C, decays, coefficients,
+// fold weights (flush), history terms. Every thread calls it.
+template <DType AD>
+__device__ __forceinline__ void replay_coefficients(const Params& p, const BlockPos& bp, bool flush,
+                                                    int n, const ReplayArrays<AD>& a) {
+  const int T = p.T, L = p.L, J = p.jmax, ns = p.ns, N = p.N, nh = bp.nh, np = bp.np;
+  const int NH = p.nh, nps = a.nps, jb = flush ? n : 0;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  __syncthreads();  // records of every lane have landed
+  if (flush)  // fp32 B of the records for the fold (zero past N)
+    for (int i = tid; i < n * ns; i += KERNEL_THREADS) {
+      const int nn = i % ns;
+      a.Bf[i] = nn < N ? Traits<AD>::load(a.Bh[i]) : 0.f;
+    }
+  // B_j·C_t for jb <= j <= n + t, one warp per pair
+  {
+    const int span = n + T - jb;  // j index range per t (upper bound)
+    for (int i = warp; i < T * span; i += KERNEL_WARPS) {
+      const int t = i / span, j = jb + i % span;
+      if (j > n + t) continue;  // warp-uniform
+      float acc = 0.f;
+      if (j < n) {
+        for (int nn = lane; nn < N; nn += 32) acc = fmaf(Traits<AD>::load(a.Bh[j * ns + nn]), a.Cs[t * ns + nn], acc);
+      } else {
+        for (int nn = lane; nn < N; nn += 32) acc = fmaf(a.Bw[(j - n) * ns + nn], a.Cs[t * ns + nn], acc);
+      }
+      acc = cuda_util::warp_sum(acc);
+      if (lane == 0) a.BC[t * J + j] = acc;
     }
   }
+  __syncthreads();
+  // decays and coefficients per (head, t); fold weights per head
+  for (int i = warp; i < nh * T + (flush ? nh : 0); i += KERNEL_WARPS) {
+    const int hl = i < nh * T ? i / T : i - nh * T;
+    const float A = a.Ah[hl];
+    auto d = [&](int j) { return j < n ? a.dh[j * a.nhp + hl] : a.dwin[hl * T + j - n]; };
+    if (i < nh * T) {
+      const int t = i - hl * T;
+      float* c = a.coef + (hl * T + t) * J;
+      const float* bc = a.BC + t * J;
+      // s = Σ_{j < i <= n+t} δ_i
+      const float tot = suffix_scan(d, jb, n + t, lane, [&](int j, float s) {
+        c[j] = d(j) * expf(A * s) * bc[j];
+      });
+      if (lane == 0) a.dec[hl * T + t] = expf(A * tot);
+    } else {
+      float* w = a.fw + hl * L;
+      // s = Σ_{j < i < n} δ_i
+      const float tot = suffix_scan(d, 0, n - 1, lane, [&](int j, float s) { w[j] = d(j) * expf(A * s); });
+      if (lane == 0) a.fdec[hl] = expf(A * tot);
+    }
+  }
+  __syncthreads();
+  // history and skip terms per (head, t, p)
+  for (int i = tid; i < nh * T * np; i += KERNEL_THREADS) {
+    const int hl = i / (T * np), tp = i - hl * (T * np), t = tp / np, pp = tp - t * np;
+    const float* c = a.coef + (hl * T + t) * J;
+    const typename Traits<AD>::type* xj = a.xh + hl * nps + pp;
+    const typename Traits<AD>::type* xt = a.xwin + hl * nps + pp;
+    float acc = a.Dh[hl] * Traits<AD>::load(xt[t * NH * nps]);
+#pragma unroll 4
+    for (int j = jb; j < n; ++j) acc = fmaf(c[j], Traits<AD>::load(xj[j * NH * nps]), acc);
+    for (int j = n; j <= n + t; ++j) acc = fmaf(c[j], Traits<AD>::load(xt[(j - n) * NH * nps]), acc);
+    a.hist[(hl * T + t) * p.np + pp] = acc;
+  }
+  __syncthreads();
 }
 
 template <DType SD, DType AD, int VPL>
@@ -166,14 +234,15 @@ mamba2_replay_kernel(const Params p) {
   const int64_t b = bp.row;
   const Lane l = lane_of(p, bp);
   const int npass = (l.rows + l.nrg - 1) / l.nrg;
-  const int T = p.T, L = p.L, J = p.jmax, ns = p.ns, N = p.N, R = p.R, nh = bp.nh, np = bp.np;
+  const int T = p.T, ns = p.ns, N = p.N, R = p.R, nh = bp.nh, np = bp.np;
   const int NH = p.nh, nps = a.nps, nstages = p.stages;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x;
   const uint64_t pol = evict_first_policy();
   const int pch = (np + CH - 1) / CH;  // chunks per [np] segment
 
   // ---- 1. window inputs (no slot needed), in flight with the slot read
   int64_t slot = row_slot(p, b);
+  const int64_t acc = p.acc ? cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s) : 0;
   {
     const at_t* x = static_cast<const at_t*>(p.x);
     const at_t* z = static_cast<const at_t*>(p.z);
@@ -187,7 +256,7 @@ mamba2_replay_kernel(const Params p) {
       at_t* dst = (isz ? a.zs : a.xwin) + (t * NH + hl) * nps + c0;
       cp_chunk<at_t>(dst, (isz ? z : x) + src, min(CH, np - c0), pol);
     }
-    cp_async_commit();  // group W: waited for before phase 4
+    cp_async_commit();  // group W
     const int nC = T * ns, nD = nh * T;
     batched<4>(2 * nC + nD + 2 * nh,
         [&](int i) -> float {
@@ -212,90 +281,66 @@ mamba2_replay_kernel(const Params p) {
         });
   }
 
-  // ---- 2. state stream (first stages − 1 passes), then the cursor
+  // ---- 2. cursor (async, group CUR) and the first stages − 1 passes
   int32_t bits = 0;
-  const bool slot_ok = check_slot(p, slot, &bits) == ROW_OK;
-  st_t* S = static_cast<st_t*>(p.state) + (slot_ok ? slot : 0) * p.st_s;
-  if (slot_ok)  // rows that fail below return before reading these
-    for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
+  if (check_slot(p, slot, &bits) != ROW_OK) {
+    cp_async_wait(0);
+    zero_outputs<AD>(p, bp, b, 0, T);  // the cursor kernel reports the status
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    return;
+  }
+  st_t* S = static_cast<st_t*>(p.state) + slot * p.st_s;
+  if (tid < CURSOR_FIELDS) cp_async4(a.cur + tid, p.cursor + slot * p.cur_s + tid);
+  cp_async_commit();
+  for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
+  cp_async_wait(nstages - 1);  // W and CUR (the passes may still fly)
+  __syncthreads();
 
   StepPlan plan;
-  const int rs = step_row_plan(p, b, &slot, &plan, &bits);
+  const int rs = plan_from_cursor(p, RingCursor{a.cur[0], a.cur[1], a.cur[2]}, acc, &plan, &bits);
   // Every block has read the row's cursor: the cursor kernel (launched as a
   // programmatic dependent) may be scheduled; it still waits for this grid
   // to complete before it writes (griddepcontrol.wait).
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (rs != ROW_OK) {
     cp_async_wait(0);
-    zero_outputs<AD>(p, bp, b, 0, T);  // the cursor kernel reports the status
+    zero_outputs<AD>(p, bp, b, 0, T);
     return;
   }
   const bool flush = plan.flush;
   const int n = flush ? plan.fold_count : plan.hist_count;
   const int rec_start = flush ? plan.fold_start : plan.hist_start;
-  const int jb = flush ? n : 0;  // first index the outputs read
 
-  // ---- 3. records: x_j (raw), B_j (fp32), δ_j; one round trip
+  // ---- 3. records (async, group REC): x_j, B_j (raw), δ_j
   {
     const at_t* rx = static_cast<const at_t*>(p.rx);
     const at_t* rB = static_cast<const at_t*>(p.rB);
-    const int nX = n * nh * pch, bch = (ns + CH - 1) / CH, nB = n * bch, dch = (nh + 3) / 4, nDl = n * dch;
-    const int total = nX + nB + nDl;
-    constexpr int K = 8;
-    for (int base = tid; base < total; base += K * KERNEL_THREADS) {
-      uint4 v[K];
-#pragma unroll
-      for (int k = 0; k < K; ++k) {
-        int i = base + k * KERNEL_THREADS;
-        if (i >= total) continue;
-        if (i < nX) {
-          const int sg = i / pch, c0 = (i - sg * pch) * CH, j = sg / nh, hl = sg - j * nh;
-          v[k] = ld_chunk<at_t>(rx + slot * p.rx_s + int64_t(ring_wrap(rec_start, j, R)) * p.rx_r +
-                                    int64_t(bp.h0 + hl) * p.rx_h + bp.p0 + c0,
-                                min(CH, np - c0));
-        } else if ((i -= nX) < nB) {
-          const int j = i / bch, c0 = (i - j * bch) * CH;
-          v[k] = ld_chunk<at_t>(rB + slot * p.rB_s + int64_t(ring_wrap(rec_start, j, R)) * p.rB_r +
-                                    int64_t(bp.g) * p.rB_g + c0,
-                                max(0, min(CH, N - c0)));
-        } else {
-          i -= nB;
-          const int j = i / dch, h0 = (i - j * dch) * 4;
-          v[k] = ld_chunk<float>(p.rdt + slot * p.rdt_s + int64_t(ring_wrap(rec_start, j, R)) * p.rdt_r +
-                                     bp.h0 + h0,
-                                 min(4, nh - h0));
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < K; ++k) {
-        int i = base + k * KERNEL_THREADS;
-        if (i >= total) continue;
-        if (i < nX) {
-          const int sg = i / pch, c0 = (i - sg * pch) * CH, j = sg / nh, hl = sg - j * nh;
-          *reinterpret_cast<uint4*>(a.xh + (j * NH + hl) * nps + c0) = v[k];
-        } else if ((i -= nX) < nB) {
-          const int j = i / bch, c0 = (i - j * bch) * CH;
-          const at_t* e = reinterpret_cast<const at_t*>(&v[k]);
-          float* d = a.Bf + j * ns + c0;
-#pragma unroll
-          for (int u = 0; u < CH; ++u)
-            if (c0 + u < ns) d[u] = Traits<AD>::load(e[u]);  // zero past N
-        } else {
-          i -= nB;
-          const int j = i / dch, h0 = (i - j * dch) * 4;
-          const float e[4] = {__uint_as_float(v[k].x), __uint_as_float(v[k].y), __uint_as_float(v[k].z),
-                              __uint_as_float(v[k].w)};
-#pragma unroll
-          for (int u = 0; u < 4; ++u)
-            if (h0 + u < nh) a.dh[(h0 + u) * L + j] = e[u];
-        }
+    const int nX = n * nh * pch, bch = (ns + CH - 1) / CH, nB = n * bch, dch = (nh + 3) / 4;
+    const int total = nX + nB + n * dch;
+    for (int i = tid; i < total; i += KERNEL_THREADS) {
+      if (i < nX) {
+        const int sg = i / pch, c0 = (i - sg * pch) * CH, j = sg / nh, hl = sg - j * nh;
+        cp_chunk<at_t>(a.xh + (j * NH + hl) * nps + c0,
+                       rx + slot * p.rx_s + int64_t(ring_wrap(rec_start, j, R)) * p.rx_r +
+                           int64_t(bp.h0 + hl) * p.rx_h + bp.p0 + c0,
+                       min(CH, np - c0), pol);
+      } else if (i - nX < nB) {
+        const int k = i - nX, j = k / bch, c0 = (k - j * bch) * CH;
+        cp_chunk<at_t>(a.Bh + j * ns + c0,
+                       rB + slot * p.rB_s + int64_t(ring_wrap(rec_start, j, R)) * p.rB_r +
+                           int64_t(bp.g) * p.rB_g + c0,
+                       max(0, min(CH, N - c0)), pol);
+      } else {
+        const int k = i - nX - nB, j = k / dch, h4 = (k - j * dch) * 4;
+        cp_chunk<float>(a.dh + j * a.nhp + h4,
+                        p.rdt + slot * p.rdt_s + int64_t(ring_wrap(rec_start, j, R)) * p.rdt_r + bp.h0 + h4,
+                        min(4, nh - h4), pol);
       }
     }
+    cp_async_commit();
   }
-  cp_async_wait(nstages - 1);  // group W (the passes after it may still fly)
-  __syncthreads();
 
-  // appends (fire and forget; nothing below reads them)
+  // appends (fire and forget; nothing in this launch reads them)
   if (bp.hc == 0 && bp.pc == 0) {
     for (int i = tid; i < T * N; i += KERNEL_THREADS) {
       const int t = i / N, nn = i - t * N;
@@ -315,64 +360,31 @@ mamba2_replay_kernel(const Params p) {
                              int64_t(bp.h0 + hl) * p.rx_h + bp.p0 + pp] = a.xwin[(t * NH + hl) * nps + pp];
   }
 
-  // ---- 4a. B_j·C_t for jb <= j <= n + t, one warp per pair
-  {
-    const int span = n + T - jb;  // j index range per t (upper bound)
-    for (int i = warp; i < T * span; i += KERNEL_WARPS) {
-      const int t = i / span, j = jb + i % span;
-      if (j > n + t) continue;  // warp-uniform
-      const float* Bj = j < n ? a.Bf + j * ns : a.Bw + (j - n) * ns;
-      float acc = 0.f;
-      for (int nn = lane; nn < N; nn += 32) acc = fmaf(Bj[nn], a.Cs[t * ns + nn], acc);
-      acc = cuda_util::warp_sum(acc);
-      if (lane == 0) a.BC[t * J + j] = acc;
-    }
+  // ---- 4-5. a flush needs the fold weights before its first pass; otherwise
+  // the stream (S_0·C_t needs only C) runs on while the records land, and
+  // the coefficients are computed after pass q_rec.
+  const int q_rec = flush ? -1 : min(nstages - 1, npass - 1);
+  if (flush) {
+    cp_async_wait(0);
+    replay_coefficients<AD>(p, bp, flush, n, a);
   }
-  __syncthreads();
-
-  // ---- 4b. decays and coefficients per (head, t); fold weights per head
-  for (int i = warp; i < nh * T + (flush ? nh : 0); i += KERNEL_WARPS) {
-    const int hl = i < nh * T ? i / T : i - nh * T;
-    const float A = a.Ah[hl];
-    auto d = [&](int j) { return j < n ? a.dh[hl * L + j] : a.dwin[hl * T + j - n]; };
-    if (i < nh * T) {
-      const int t = i - hl * T;
-      float* c = a.coef + (hl * T + t) * J;
-      const float* bc = a.BC + t * J;
-      // s = Σ_{j < i <= n+t} δ_i
-      const float tot = suffix_scan(d, jb, n + t, lane, [&](int j, float s) {
-        c[j] = d(j) * expf(A * s) * bc[j];
-      });
-      if (lane == 0) a.dec[hl * T + t] = expf(A * tot);
-    } else {
-      float* w = a.fw + hl * L;
-      // s = Σ_{j < i < n} δ_i
-      const float tot = suffix_scan(d, 0, n - 1, lane, [&](int j, float s) { w[j] = d(j) * expf(A * s); });
-      if (lane == 0) a.fdec[hl] = expf(A * tot);
-    }
-  }
-  __syncthreads();
-
-  // ---- 4c. history and skip terms per (head, t, p)
-  for (int i = tid; i < nh * T * np; i += KERNEL_THREADS) {
-    const int hl = i / (T * np), tp = i - hl * (T * np), t = tp / np, pp = tp - t * np;
-    const float* c = a.coef + (hl * T + t) * J;
-    const at_t* xj = a.xh + hl * nps + pp;
-    const at_t* xt = a.xwin + hl * nps + pp;
-    float acc = a.Dh[hl] * Traits<AD>::load(xt[t * NH * nps]);
-#pragma unroll 4
-    for (int j = jb; j < n; ++j) acc = fmaf(c[j], Traits<AD>::load(xj[j * NH * nps]), acc);
-    for (int j = n; j <= n + t; ++j) acc = fmaf(c[j], Traits<AD>::load(xt[(j - n) * NH * nps]), acc);
-    a.hist[(hl * T + t) * p.np + pp] = acc;
-  }
-  __syncthreads();
-
-  // ---- 5. stream the state rows, stages − 1 passes ahead
   for (int q = 0; q < npass; ++q) {
     issue_pass<SD, VPL>(p, bp, l, S, q + nstages - 1, npass, stages, nstages, pol);
-    cp_async_wait(nstages - 1);  // pass q has landed
-    replay_pass<SD, AD, VPL>(p, bp, l, S, b, flush, n, a, q,
-                             stage_slot<VPL>(stages, q % nstages, 0));
+    cp_async_wait(q <= nstages - 2 ? nstages : nstages - 1);  // pass q has landed (REC may be between)
+    replay_pass<SD, AD, VPL>(p, bp, l, S, flush, n, a, q, stage_slot<VPL>(stages, q % nstages, 0));
+    if (q == q_rec) {
+      cp_async_wait(q_rec + 1);  // REC (the q_rec + 1 later passes may still fly)
+      replay_coefficients<AD>(p, bp, flush, n, a);
+    }
+  }
+  __syncthreads();
+
+  // ---- 6. outputs y_t = dec·(S C_t) + hist (coalesced over p)
+  for (int i = tid; i < T * nh * np; i += KERNEL_THREADS) {
+    const int t = i / (nh * np), r = i - t * (nh * np), hl = r / np, pp = r - hl * np;
+    float yv = fmaf(a.part[(t * NH + hl) * p.np + pp], a.dec[hl * T + t], a.hist[(hl * T + t) * p.np + pp]);
+    if (p.z) yv = silu_gate(yv, Traits<AD>::load(a.zs[(t * NH + hl) * nps + pp]));
+    st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(bp.h0 + hl) * p.y_h + bp.p0 + pp, yv);
   }
 }
 
