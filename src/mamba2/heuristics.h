@@ -82,14 +82,6 @@ inline constexpr int MAX_VPL = 2;
 inline constexpr int PREFILL_CHUNK = 16;
 // Passes of rows one hot-kernel block streams (upper bound on nh·np).
 inline constexpr int HOT_PASSES = 16;
-// Passes of rows one replay block streams: the replay block's fixed cost (slot
-// and cursor round trips before its stream starts) is paid per block, so
-// replay blocks are longer than decode blocks (fp32 N = 128: 16 heads).
-inline constexpr int REPLAY_PASSES = 32;
-// Grids of at most this many blocks per SM (small batches) load the whole ring
-// of the row with the cursor instead of the n records after it: one dependent
-// round trip less, at R / n times the record bytes.
-inline constexpr int RING_ALL_BLOCKS_PER_SM = 2;
 // Vectors per lane of the hot kernels (decode, snapshot, replay).
 inline constexpr int HOT_VPL = 4;
 // Shared memory a block may ask for before heads are split to keep two or

@@ -27,7 +27,6 @@ struct Params {
   int nv = 0, lpr = 0, rpw = 0, ns = 0;
   int jmax = 0;    // staged records + tokens capacity (L + T)
   int stages = 0;  // async state stages of the hot kernels (heuristics.h::hot_stages)
-  bool ring_all = false;  // replay: stage all R ring positions (heuristics.h::RING_ALL_BLOCKS_PER_SM)
   Mode mode = Mode::decode;
   // step / prefill inputs ([B, T, ...]; prefill uses b = 0 and t = token)
   const void* x = nullptr; int64_t x_b = 0, x_t = 0, x_h = 0;

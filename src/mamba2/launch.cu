@@ -5,7 +5,6 @@
 // indices, cursors and accepted counts are checked on the device
 // (Exec::device_status).
 #include <algorithm>
-#include <functional>
 #include <string>
 
 #include "core/check.h"
@@ -324,17 +323,9 @@ void replay_step(const Mamba2Step& step, const Mamba2Pool& pool, const Tensor& n
   const DeviceInfo info = device_info(fn);
   const RowGeometry g = hot(fn, p, pool.state.dtype);
   const int64_t act_size = int64_t(dtype_size(step.x.dtype));
-  std::function<int64_t(int64_t, int64_t)> smem = [&](int64_t nh, int64_t np) {
-    return replay_smem(p.T, p.L, g.ns, nh, np, act_size).bytes;
-  };
+  auto smem = [&](int64_t nh, int64_t np) { return replay_smem(p.T, p.L, g.ns, nh, np, act_size).bytes; };
   const int rpp = rows_per_pass(g, hot_unroll(g));
-  Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(REPLAY_PASSES) * rpp);
-  p.ring_all = t.blocks <= int64_t(RING_ALL_BLOCKS_PER_SM) * info.sms;
-  if (p.ring_all) {  // records at their physical positions, capacity R
-    auto smem_all = [&](int64_t nh, int64_t np) { return replay_smem(p.T, p.R, g.ns, nh, np, act_size).bytes; };
-    t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem_all, int64_t(REPLAY_PASSES) * rpp);
-    smem = smem_all;
-  }
+  const Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(HOT_PASSES) * rpp);
   p.stages = hot_stages(smem(t.nh, t.np), info.smem_per_sm, HOT_BLOCKS_PER_SM);
   const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np) + p.stages * STAGE_BYTES, exec, g.vpl, info);
   dispatch(fn, pool.state.dtype, step.x.dtype,

@@ -77,15 +77,6 @@ struct ReplayArrays {
   float *Cs, *Bw, *Bf, *BC, *dh, *dwin, *Ah, *Dh, *coef, *dec, *fw, *fdec, *hist, *part;
   at_t *Bh, *xh, *xwin, *zs;
   int nps, nhp;
-  // staged slot of logical record j: j, or its physical ring position when
-  // the whole ring is staged (Params::ring_all)
-  bool all = false;
-  int start = 0, R = 1;
-  __device__ int sj(int j) const {
-    if (!all) return j;
-    const int s = start + j;
-    return s >= R ? s - R : s;
-  }
   __device__ ReplayArrays(char* base, const ReplaySmem& m) {
     auto f = [&](int64_t o) { return reinterpret_cast<float*>(base + o); };
     auto a = [&](int64_t o) { return reinterpret_cast<at_t*>(base + o); };
@@ -106,7 +97,6 @@ template <DType SD, DType AD, int VPL>
 __device__ __forceinline__ void replay_pass(const Params& p, const BlockPos& bp, const Lane& l,
                                             typename Traits<SD>::type* S, bool flush, int n,
                                             const ReplayArrays<AD>& a, int q, const uint4* stg) {
-  // (the fold reads x_j at its staged slot; Bf and fw are in logical order)
   constexpr int VEC = VecOf<SD>::value;
   const int T = p.T, ns = p.ns, N = p.N;
   const int r = q * l.nrg + l.rg;
@@ -127,7 +117,7 @@ __device__ __forceinline__ void replay_pass(const Params& p, const BlockPos& bp,
     const int xo = hl * a.nps + pp, xs = p.nh * a.nps;
 #pragma unroll 2
     for (int j = 0; j < n; ++j) {
-      const float w = a.fw[hl * p.L + j] * Traits<AD>::load(a.xh[a.sj(j) * xs + xo]);  // fw_j x_j[p]
+      const float w = a.fw[hl * p.L + j] * Traits<AD>::load(a.xh[j * xs + xo]);  // fw_j x_j[p]
 #pragma unroll
       for (int k = 0; k < VPL; ++k) {
         const int vi = l.lr + k * l.lpr;
@@ -171,7 +161,7 @@ __device__ __forceinline__ void replay_coefficients(const Params& p, const Block
   if (flush)  // fp32 B of the records for the fold (zero past N)
     for (int i = tid; i < n * ns; i += KERNEL_THREADS) {
       const int nn = i % ns;
-      a.Bf[i] = nn < N ? Traits<AD>::load(a.Bh[a.sj(i / ns) * ns + nn]) : 0.f;
+      a.Bf[i] = nn < N ? Traits<AD>::load(a.Bh[i]) : 0.f;
     }
   // B_j·C_t for jb <= j <= n + t, one warp per pair
   {
@@ -181,8 +171,7 @@ __device__ __forceinline__ void replay_coefficients(const Params& p, const Block
       if (j > n + t) continue;  // warp-uniform
       float acc = 0.f;
       if (j < n) {
-        const int sj = a.sj(j);
-        for (int nn = lane; nn < N; nn += 32) acc = fmaf(Traits<AD>::load(a.Bh[sj * ns + nn]), a.Cs[t * ns + nn], acc);
+        for (int nn = lane; nn < N; nn += 32) acc = fmaf(Traits<AD>::load(a.Bh[j * ns + nn]), a.Cs[t * ns + nn], acc);
       } else {
         for (int nn = lane; nn < N; nn += 32) acc = fmaf(a.Bw[(j - n) * ns + nn], a.Cs[t * ns + nn], acc);
       }
@@ -195,7 +184,7 @@ __device__ __forceinline__ void replay_coefficients(const Params& p, const Block
   for (int i = warp; i < nh * T + (flush ? nh : 0); i += KERNEL_WARPS) {
     const int hl = i < nh * T ? i / T : i - nh * T;
     const float A = a.Ah[hl];
-    auto d = [&](int j) { return j < n ? a.dh[a.sj(j) * a.nhp + hl] : a.dwin[hl * T + j - n]; };
+    auto d = [&](int j) { return j < n ? a.dh[j * a.nhp + hl] : a.dwin[hl * T + j - n]; };
     if (i < nh * T) {
       const int t = i - hl * T;
       float* c = a.coef + (hl * T + t) * J;
@@ -221,7 +210,7 @@ __device__ __forceinline__ void replay_coefficients(const Params& p, const Block
     const typename Traits<AD>::type* xt = a.xwin + hl * nps + pp;
     float acc = a.Dh[hl] * Traits<AD>::load(xt[t * NH * nps]);
 #pragma unroll 4
-    for (int j = jb; j < n; ++j) acc = fmaf(c[j], Traits<AD>::load(xj[a.sj(j) * NH * nps]), acc);
+    for (int j = jb; j < n; ++j) acc = fmaf(c[j], Traits<AD>::load(xj[j * NH * nps]), acc);
     for (int j = n; j <= n + t; ++j) acc = fmaf(c[j], Traits<AD>::load(xt[(j - n) * NH * nps]), acc);
     a.hist[(hl * T + t) * p.np + pp] = acc;
   }
@@ -238,8 +227,8 @@ mamba2_replay_kernel(const Params p) {
   constexpr int CH = 16 / int(sizeof(at_t));  // activation elements per 16-byte chunk
   extern __shared__ float4 smem4[];
   uint4* stages = reinterpret_cast<uint4*>(smem4);
-  const ReplaySmem m = replay_smem(p.T, p.ring_all ? p.R : p.L, p.ns, p.nh, p.np, sizeof(at_t));
-  ReplayArrays<AD> a(reinterpret_cast<char*>(smem4) + int64_t(p.stages) * STAGE_BYTES, m);
+  const ReplaySmem m = replay_smem(p.T, p.L, p.ns, p.nh, p.np, sizeof(at_t));
+  const ReplayArrays<AD> a(reinterpret_cast<char*>(smem4) + int64_t(p.stages) * STAGE_BYTES, m);
 
   const BlockPos bp = block_pos(p);
   const int64_t b = bp.row;
@@ -292,31 +281,6 @@ mamba2_replay_kernel(const Params p) {
         });
   }
 
-  // records (async): x_j, B_j (raw), δ_j of m ring entries, entry e at ring
-  // position pos(e), staged at slot e
-  auto issue_records = [&](int m, auto&& pos) {
-    const at_t* rx = static_cast<const at_t*>(p.rx);
-    const at_t* rB = static_cast<const at_t*>(p.rB);
-    const int nX = m * nh * pch, bch = (ns + CH - 1) / CH, nB = m * bch, dch = (nh + 3) / 4;
-    const int total = nX + nB + m * dch;
-    for (int i = tid; i < total; i += KERNEL_THREADS) {
-      if (i < nX) {
-        const int sg = i / pch, c0 = (i - sg * pch) * CH, j = sg / nh, hl = sg - j * nh;
-        cp_chunk<at_t>(a.xh + (j * NH + hl) * nps + c0,
-                       rx + slot * p.rx_s + int64_t(pos(j)) * p.rx_r + int64_t(bp.h0 + hl) * p.rx_h + bp.p0 + c0,
-                       min(CH, np - c0), pol);
-      } else if (i - nX < nB) {
-        const int k = i - nX, j = k / bch, c0 = (k - j * bch) * CH;
-        cp_chunk<at_t>(a.Bh + j * ns + c0, rB + slot * p.rB_s + int64_t(pos(j)) * p.rB_r + int64_t(bp.g) * p.rB_g + c0,
-                       max(0, min(CH, N - c0)), pol);
-      } else {
-        const int k = i - nX - nB, j = k / dch, h4 = (k - j * dch) * 4;
-        cp_chunk<float>(a.dh + j * a.nhp + h4, p.rdt + slot * p.rdt_s + int64_t(pos(j)) * p.rdt_r + bp.h0 + h4,
-                        min(4, nh - h4), pol);
-      }
-    }
-  };
-
   // ---- 2. cursor (async, group CUR) and the first stages − 1 passes
   int32_t bits = 0;
   if (check_slot(p, slot, &bits) != ROW_OK) {
@@ -327,7 +291,6 @@ mamba2_replay_kernel(const Params p) {
   }
   st_t* S = static_cast<st_t*>(p.state) + slot * p.st_s;
   if (tid < CURSOR_FIELDS) cp_async4(a.cur + tid, p.cursor + slot * p.cur_s + tid);
-  if (p.ring_all) issue_records(R, [](int e) { return e; });  // the whole ring, with the cursor
   cp_async_commit();
   for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
   cp_async_wait(nstages - 1);  // W and CUR (the passes may still fly)
@@ -347,11 +310,33 @@ mamba2_replay_kernel(const Params p) {
   const bool flush = plan.flush;
   const int n = flush ? plan.fold_count : plan.hist_count;
   const int rec_start = flush ? plan.fold_start : plan.hist_start;
-  a.all = p.ring_all;
-  a.start = rec_start;
-  a.R = R;
-  if (!p.ring_all) {  // group REC: the n records
-    issue_records(n, [&](int j) { return ring_wrap(rec_start, j, R); });
+
+  // ---- 3. records (async, group REC): x_j, B_j (raw), δ_j
+  {
+    const at_t* rx = static_cast<const at_t*>(p.rx);
+    const at_t* rB = static_cast<const at_t*>(p.rB);
+    const int nX = n * nh * pch, bch = (ns + CH - 1) / CH, nB = n * bch, dch = (nh + 3) / 4;
+    const int total = nX + nB + n * dch;
+    for (int i = tid; i < total; i += KERNEL_THREADS) {
+      if (i < nX) {
+        const int sg = i / pch, c0 = (i - sg * pch) * CH, j = sg / nh, hl = sg - j * nh;
+        cp_chunk<at_t>(a.xh + (j * NH + hl) * nps + c0,
+                       rx + slot * p.rx_s + int64_t(ring_wrap(rec_start, j, R)) * p.rx_r +
+                           int64_t(bp.h0 + hl) * p.rx_h + bp.p0 + c0,
+                       min(CH, np - c0), pol);
+      } else if (i - nX < nB) {
+        const int k = i - nX, j = k / bch, c0 = (k - j * bch) * CH;
+        cp_chunk<at_t>(a.Bh + j * ns + c0,
+                       rB + slot * p.rB_s + int64_t(ring_wrap(rec_start, j, R)) * p.rB_r +
+                           int64_t(bp.g) * p.rB_g + c0,
+                       max(0, min(CH, N - c0)), pol);
+      } else {
+        const int k = i - nX - nB, j = k / dch, h4 = (k - j * dch) * 4;
+        cp_chunk<float>(a.dh + j * a.nhp + h4,
+                        p.rdt + slot * p.rdt_s + int64_t(ring_wrap(rec_start, j, R)) * p.rdt_r + bp.h0 + h4,
+                        min(4, nh - h4), pol);
+      }
+    }
     cp_async_commit();
   }
 
@@ -378,17 +363,14 @@ mamba2_replay_kernel(const Params p) {
   // ---- 4-5. a flush needs the fold weights before its first pass; otherwise
   // the stream (S_0·C_t needs only C) runs on while the records land, and
   // the coefficients are computed after pass q_rec.
-  // With the whole ring staged (ring_all) the records landed with the cursor.
-  const bool early = flush || p.ring_all;
-  const int q_rec = early ? -1 : min(nstages - 1, npass - 1);
-  if (early) {
-    if (!p.ring_all) cp_async_wait(0);
+  const int q_rec = flush ? -1 : min(nstages - 1, npass - 1);
+  if (flush) {
+    cp_async_wait(0);
     replay_coefficients<AD>(p, bp, flush, n, a);
   }
   for (int q = 0; q < npass; ++q) {
     issue_pass<SD, VPL>(p, bp, l, S, q + nstages - 1, npass, stages, nstages, pol);
-    // pass q has landed (REC, when issued, sits between passes stages − 2 and stages − 1)
-    cp_async_wait(!p.ring_all && q <= nstages - 2 ? nstages : nstages - 1);
+    cp_async_wait(q <= nstages - 2 ? nstages : nstages - 1);  // pass q has landed (REC may be between)
     replay_pass<SD, AD, VPL>(p, bp, l, S, flush, n, a, q, stage_slot<VPL>(stages, q % nstages, 0));
     if (q == q_rec) {
       cp_async_wait(q_rec + 1);  // REC (the q_rec + 1 later passes may still fly)
