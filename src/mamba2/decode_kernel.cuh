@@ -81,8 +81,7 @@ mamba2_decode_kernel(const Params p) {
   const int T = p.T, ns = p.ns, N = p.N, nh = bp.nh, np = bp.np, nstages = p.stages;
   const Lane l = lane_of(p, bp);
   const int npass = (l.rows + l.nrg - 1) / l.nrg;
-  const uint64_t pol = state_policy(p);
-  const int rot = pass_rotation(p, npass);
+  const uint64_t pol = evict_first_policy();
 
   // Source slot of the row and validation of every slot it touches.
   int32_t bits = 0;
@@ -110,7 +109,7 @@ mamba2_decode_kernel(const Params p) {
   }
   st_t* base_state = static_cast<st_t*>(p.state);
   st_t* S = base_state + src * p.st_s;
-  for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, rot, stages, nstages, pol);
+  for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
 
   // Shared memory carve-up (heuristics.h::decode_smem_floats).
   int64_t* dsts = reinterpret_cast<int64_t*>(sm);  // [T] snapshot destinations (4T floats)
@@ -163,10 +162,10 @@ mamba2_decode_kernel(const Params p) {
   __syncthreads();
 
   for (int q = 0; q < npass; ++q) {
-    issue_pass<SD, VPL>(p, bp, l, S, q + nstages - 1, npass, rot, stages, nstages, pol);
+    issue_pass<SD, VPL>(p, bp, l, S, q + nstages - 1, npass, stages, nstages, pol);
     cp_async_wait(nstages - 1);  // pass q has landed
     decode_pass<SD, AD, VPL>(p, bp, l, base_state, src, b, snap, dsts, Bs, Cs, Ah, dl, Dh, xs, zs,
-                             rotated_pass(q, rot, npass), stage_slot<VPL>(stages, q % nstages, 0));
+                             q, stage_slot<VPL>(stages, q % nstages, 0));
   }
 }
 

@@ -27,8 +27,6 @@ struct Params {
   int nv = 0, lpr = 0, rpw = 0, ns = 0;
   int jmax = 0;    // staged records + tokens capacity (L + T)
   int stages = 0;  // async state stages of the hot kernels (heuristics.h::hot_stages)
-  bool rotate = true;       // hot kernels: rotated pass order (rotated_pass)
-  bool evict_first = true;  // hot kernels: state accesses with an L2 evict-first policy
   Mode mode = Mode::decode;
   // step / prefill inputs ([B, T, ...]; prefill uses b = 0 and t = token)
   const void* x = nullptr; int64_t x_b = 0, x_t = 0, x_h = 0;
@@ -349,6 +347,11 @@ __device__ __forceinline__ void load_pass(const Params& p, const BlockPos& bp, c
 // needs no barrier, only cp.async.wait_group. Stage layout [stage][k][tid]
 // (uint4), conflict-free 16-byte accesses.
 
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
 // 16-byte async copy; bytes < 16 zero-fills the rest (bytes = 0: all zero).
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes, uint64_t pol) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
@@ -371,25 +374,6 @@ __device__ __forceinline__ void cp_async_wait(int n) {
   }
 }
 
-// Blocks stream their passes in a rotated order (pass q reads rows of pass
-// (q + rot) mod npass, rot from the block index) so that concurrently running
-// blocks, which start together and advance at the same rate, read different
-// offsets of their equally aligned regions instead of the same DRAM
-// channels at the same time.
-__device__ __forceinline__ int rotated_pass(int q, int rot, int npass) {
-  const int s = q + rot;
-  return s >= npass ? s - npass : s;
-}
-__device__ __forceinline__ int pass_rotation(const Params& p, int npass) {
-  return p.rotate ? int((blockIdx.x * 7u) % unsigned(npass)) : 0;
-}
-__device__ __forceinline__ uint64_t state_policy(const Params& p) {
-  uint64_t pol;
-  if (p.evict_first) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-  else asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
-  return pol;
-}
-
 // Stage slot of vector k of this lane.
 template <int VPL>
 __device__ __forceinline__ uint4* stage_slot(uint4* stages, int stage, int k) {
@@ -401,11 +385,11 @@ __device__ __forceinline__ uint4* stage_slot(uint4* stages, int stage, int k) {
 template <DType SD, int VPL>
 __device__ __forceinline__ void issue_pass(const Params& p, const BlockPos& bp, const Lane& l,
                                            const typename Traits<SD>::type* S, int q, int npass,
-                                           int rot, uint4* stages, int nstages, uint64_t pol) {
+                                           uint4* stages, int nstages, uint64_t pol) {
   if (q < npass) {
     constexpr int VEC = VecOf<SD>::value;
     constexpr int ES = int(sizeof(typename Traits<SD>::type));
-    const int r = rotated_pass(q, rot, npass) * l.nrg + l.rg;
+    const int r = q * l.nrg + l.rg;
     const bool in = r < l.rows;
     const int hl = in ? r / l.np : 0, pr = bp.p0 + (in ? r - hl * l.np : 0);
     const typename Traits<SD>::type* row = S + int64_t(bp.h0 + hl) * p.st_h + int64_t(pr) * p.st_p;

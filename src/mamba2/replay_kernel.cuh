@@ -237,8 +237,7 @@ mamba2_replay_kernel(const Params p) {
   const int T = p.T, ns = p.ns, N = p.N, R = p.R, nh = bp.nh, np = bp.np;
   const int NH = p.nh, nps = a.nps, nstages = p.stages;
   const int tid = threadIdx.x;
-  const uint64_t pol = state_policy(p);
-  const int rot = pass_rotation(p, npass);
+  const uint64_t pol = evict_first_policy();
   const int pch = (np + CH - 1) / CH;  // chunks per [np] segment
 
   // ---- 1. window inputs (no slot needed), in flight with the slot read
@@ -293,7 +292,7 @@ mamba2_replay_kernel(const Params p) {
   st_t* S = static_cast<st_t*>(p.state) + slot * p.st_s;
   if (tid < CURSOR_FIELDS) cp_async4(a.cur + tid, p.cursor + slot * p.cur_s + tid);
   cp_async_commit();
-  for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, rot, stages, nstages, pol);
+  for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
   cp_async_wait(nstages - 1);  // W and CUR (the passes may still fly)
   __syncthreads();
 
@@ -370,10 +369,9 @@ mamba2_replay_kernel(const Params p) {
     replay_coefficients<AD>(p, bp, flush, n, a);
   }
   for (int q = 0; q < npass; ++q) {
-    issue_pass<SD, VPL>(p, bp, l, S, q + nstages - 1, npass, rot, stages, nstages, pol);
+    issue_pass<SD, VPL>(p, bp, l, S, q + nstages - 1, npass, stages, nstages, pol);
     cp_async_wait(q <= nstages - 2 ? nstages : nstages - 1);  // pass q has landed (REC may be between)
-    replay_pass<SD, AD, VPL>(p, bp, l, S, flush, n, a, rotated_pass(q, rot, npass),
-                             stage_slot<VPL>(stages, q % nstages, 0));
+    replay_pass<SD, AD, VPL>(p, bp, l, S, flush, n, a, q, stage_slot<VPL>(stages, q % nstages, 0));
     if (q == q_rec) {
       cp_async_wait(q_rec + 1);  // REC (the q_rec + 1 later passes may still fly)
       replay_coefficients<AD>(p, bp, flush, n, a);
