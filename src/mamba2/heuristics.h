@@ -25,34 +25,38 @@
 //    (index math, the lane reduction, the output store) is then paid per
 //    64 bytes instead of per 16; with 32 lanes per row the first version was
 //    issue-bound (ncu: ~57 % SM throughput at 42 % of DRAM bandwidth);
-//  - a lane holds one row (U = 1) of VPL raw 16-byte vectors per pass (16
-//    registers whatever the dtype), and two passes are in flight (register
-//    double buffer: pass q+2 is issued as soon as pass q is consumed);
-//  - the first two passes are issued as soon as the row's slot is read,
-//    BEFORE the prologue (cursor plan, staging of B/C/records, B·C products,
-//    decays, history terms, each behind a __syncthreads), so the prologue's
-//    dependent load chain overlaps the state's first transfers;
-//  - two resident blocks per SM (__launch_bounds__(256, 2), <= 128
-//    registers; at 80 registers the buffers spilled, and a spill of a
-//    register with a load in flight waits for the load): 2 x 256 lanes x
-//    2 passes x 64 B = up to 64 KiB of loads per SM, above the ~25-40 KiB
-//    that ~4.3 TB/s x ~1 us latency / 132 SMs needs;
-//  - non-flush replay steps read the checkpoint with ld.global.cs and never
-//    write it; decode reads and writes the state with evict-first accesses.
+//  - a lane holds one row (U = 1) of VPL 16-byte vectors per pass; the
+//    passes are loaded with cp.async into shared-memory stages
+//    (hot_stages, below), stages − 1 passes ahead of the one consumed, so no
+//    registers are held by loads in flight (the register double buffer of
+//    the first versions held 32 registers and capped the bytes in flight);
+//  - the first passes are issued as soon as the row's slot is read, BEFORE
+//    the prologue, so its loads overlap the state's first transfers;
+//  - two resident blocks per SM (__launch_bounds__(256, 2); replay 114-124
+//    registers, decode 96, no spills);
+//  - state accesses carry an L2 evict-first policy (cp.async.cg with a
+//    cache hint, st.global.cs); non-flush replay steps never write the
+//    checkpoint.
+// Measured (perf_notes_mamba2.md, ncu): at batch 256 these kernels are bound
+// by instruction issue and dependency latency at 25 % occupancy (7 cycles
+// per issued instruction with 4 warps per scheduler, DRAM 43 %), not by
+// bytes in flight: 1 block x 7 stages per SM was 1.6x slower than
+// 2 blocks x 4 stages, 3 stages instead of 4 changed nothing.
 //
 // Heads per block (issue "B·C once per group"). The replay output needs
 // B_j·C_m for every history record j and window token m; these depend only
 // on the group, so a block owning nh heads of the group computes them once and
 // shares them with its nh heads through shared memory. nh is chosen so a
 // block streams about HOT_PASSES passes (fp32 N = 128: 8 heads = 512 rows;
-// bf16: 16 heads = 1024 rows, except that the replay's staged fold inputs,
-// J·nh·np floats, cap it at 8 heads by SMEM_SOFT_LIMIT): long enough that the
+// bf16: 16 heads = 1024 rows): long enough that the
 // per-block prologue (cursor plan, staging, history terms; a chain of
 // dependent global loads) is amortised over ~256 KiB of state and B·C is
 // computed by at most hpg / nh = 1-2 blocks per (row, group), short enough
 // that a batch-256 grid has thousands of blocks (~8-16 waves, small tail).
 // (16 passes instead of 8: replay fp32 688 -> 634 us, decode 644 -> 628 us
-// at batch 256.) The duplicated B·C work is O((L+T)·T·N) per block against
+// at batch 256 with the register-buffered kernels; with the staged stream,
+// 32 replay passes measured 569 vs 540 us and 8 decode passes 627 vs 609 us,
+// 32 decode passes no change.) The duplicated B·C work is O((L+T)·T·N) per block against
 // nh·np·N state elements (~1 % for L = 16, T = 1, nh = 8), and the B records it
 // re-reads come from L2. (Thread-block clusters sharing B·C through
 // distributed shared memory were considered: they would remove this small

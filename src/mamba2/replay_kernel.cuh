@@ -15,26 +15,30 @@
 // prefix sums, so weights keep fp32 relative accuracy.
 //
 // Phases (one block = group g, heads [h0, h0+nh), rows [p0, p0+np)). The
-// prologue is three global round trips, each issuing all of its loads before
-// using any (kernel_common.cuh::batched, ld_chunk), with the state stream
-// already in flight behind the second:
+// stream of a non-flush step needs only C_t, so it does not wait for the
+// records; every global load before it is either batched (all issued before
+// any is used, kernel_common.cuh::batched) or asynchronous (cp.async):
 //  1. with the slot read: the window's inputs, which need no slot: C_t, B_t
-//     and δ_t (fp32), A and D per head, x_t and z_t (raw, cp.async);
-//  2. the state loads of the first stages − 1 passes (cp.async into shared
-//     memory, kernel_common.cuh::issue_pass), then the cursor (commit, plan);
-//  3. the n records: B_j (fp32), δ_j, x_j (raw). Appends of the step's
-//     records: ring_x (own heads and rows), ring_dt (own heads, p-chunk 0),
-//     ring_B (the single block hc = pc = 0 of the group: one writer per
-//     (slot, position, group)); positions append_start…+T−1 are disjoint
-//     from the n positions read (R >= L+T).
-//  4. BC[t][j] = B_j·C_t once for the block (shared by its nh heads); one
-//     warp per (head, t): dec = e^{Λ_t}, coef[t][j] = δ_j e^{Λ_t−Λ_j} BC[t][j]
-//     (suffix sums of δ by a warp scan); flush: one warp per head for the
-//     fold weights fw_j = δ_j e^{Λ_n−Λ_j}, fdec = e^{Λ_n};
-//     hist[h][t][p] = Σ_j coef[t][j] x_j[p] + D x_t[p].
+//     and δ_t (fp32), A and D per head (batched); x_t and z_t (raw, cp.async).
+//  2. the cursor (cp.async) and the state loads of the first stages − 1
+//     passes (cp.async into shared-memory stages, kernel_common.cuh::
+//     issue_pass) in flight together; once the cursor has landed every
+//     thread derives the plan (commit, flush rule; ring.h).
+//  3. the n records (cp.async, group REC): x_j, B_j (raw), δ_j. Appends of
+//     the step's records: ring_x (own heads and rows), ring_dt (own heads,
+//     p-chunk 0), ring_B (the single block hc = pc = 0 of the group: one
+//     writer per (slot, position, group)); positions append_start…+T−1 are
+//     disjoint from the n positions read (R >= L+T).
+//  4. (replay_coefficients) BC[t][j] = B_j·C_t once for the block (shared by
+//     its nh heads); one warp per (head, t): dec = e^{Λ_t}, coef[t][j] =
+//     δ_j e^{Λ_t−Λ_j} BC[t][j] (suffix sums of δ by a warp scan); flush: one
+//     warp per head for the fold weights fw_j = δ_j e^{Λ_n−Λ_j}, fdec = e^{Λ_n};
+//     hist[h][t][p] = Σ_j coef[t][j] x_j[p] + D x_t[p]. A flush runs it
+//     before its first pass (the fold needs fw); otherwise it runs after pass
+//     q_rec, with the next passes in flight.
 //  5. stream the state rows, stages − 1 passes ahead; flush: fold
-//     (fdec·S_0 + Σ_j fw_j x_j[p] B_j), round, write; GEMV with C_t for
-//     every t, y = dec·(S C_t) + hist, gate, store.
+//     (fdec·S_0 + Σ_j fw_j x_j[p] B_j), round, write; part[t][r] = S·C_t.
+//  6. y_t = dec·part + hist, gate, store (coalesced over p).
 // Ring positions are start + i with one conditional subtraction (start < R,
 // i < R); no integer division by R anywhere.
 #pragma once
