@@ -10,6 +10,10 @@ namespace replayssm::mamba2::kern {
 // Validation repeats the state kernel's, so both skip the same rows; status
 // bits of these modes are reported here.
 __global__ void mamba2_cursor_kernel(const Params p) {
+  // Launched as a programmatic dependent of the replay kernel (step mode):
+  // wait until that grid has completed and its memory is visible. A no-op
+  // for ordinary launches.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= p.B) return;
   int32_t bits = 0;

@@ -8,82 +8,80 @@
 //           token t is stored (rounded) into slot state_indices[b, t]; the
 //           running fp32 state continues unrounded.
 // A block owns group g, heads [h0, h0+nh), rows [p0, p0+np). The state loads
-// of its first two passes are issued as soon as the source slot is known;
+// of its first stages − 1 passes are issued (cp.async into shared-memory
+// stages, kernel_common.cuh::issue_pass) as soon as the source slot is known;
 // B_t, C_t (fp32), a_t, δ_t, D per head and x, z of its rows are staged in
-// shared memory while they are in flight. The stream is double-buffered in
-// registers (pass q+2 is issued once pass q is consumed); every state access
-// is a streaming (evict-first) 16-byte access.
+// shared memory in one round trip (kernel_common.cuh::batched) while they are
+// in flight. The stream keeps stages − 1 passes ahead; every state access is
+// a streaming (evict-first) 16-byte access.
 #pragma once
 #include "mamba2/kernel_common.cuh"
 
 namespace replayssm::mamba2::kern {
 
-template <DType SD, DType AD, int VPL, int U>
+template <DType SD, DType AD, int VPL>
 __device__ __forceinline__ void decode_pass(const Params& p, const BlockPos& bp, const Lane& l,
                                             typename Traits<SD>::type* base_state, int64_t src,
                                             int64_t b, bool snap, const int64_t* dsts,
-                                            const float* Bs, const float* Cs, const float* decay,
+                                            const float* Bs, const float* Cs, const float* Ah,
                                             const float* dl, const float* Dh, const float* xs,
-                                            const float* zs, int q, const uint4 (&v)[U][VPL]) {
+                                            const float* zs, int q, const uint4* stg) {
   constexpr int VEC = VecOf<SD>::value;
-  using st_t = typename Traits<SD>::type;
   const int T = p.T, ns = p.ns, N = p.N;
+  const int r = q * l.nrg + l.rg;
+  const bool in = r < l.rows;
+  const int hl = in ? r / l.np : 0, pp = in ? r - hl * l.np : 0;
+  const int h = bp.h0 + hl, pr = bp.p0 + pp;
+  const int64_t roff = int64_t(h) * p.st_h + int64_t(pr) * p.st_p;
+  float f[VPL][VEC];
 #pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int r = (q * U + u) * l.nrg + l.rg;
-    const bool in = r < l.rows;
-    const int hl = in ? r / l.np : 0, pp = in ? r % l.np : 0;
-    const int h = bp.h0 + hl, pr = bp.p0 + pp;
-    const int64_t roff = int64_t(h) * p.st_h + int64_t(pr) * p.st_p;
-    float f[VPL][VEC];
+  for (int k = 0; k < VPL; ++k) widen<SD>(stg[k * KERNEL_THREADS], f[k]);
+  for (int t = 0; t < T; ++t) {
+    const int o = (hl * T + t) * p.np + pp;
+    const float xv = xs[o];
+    const float d = dl[hl * T + t], a = expf(d * Ah[hl]), dx = d * xv;  // a_t = e^{δ_t A}
+    float part = 0.f;
 #pragma unroll
-    for (int k = 0; k < VPL; ++k) widen<SD>(v[u][k], f[k]);
-    for (int t = 0; t < T; ++t) {
-      const int o = (hl * T + t) * l.np + pp;
-      const float xv = xs[o];
-      const float a = decay[hl * T + t], dx = dl[hl * T + t] * xv;
-      float part = 0.f;
-#pragma unroll
-      for (int k = 0; k < VPL; ++k) {
-        const int vi = l.lr + k * l.lpr;
-        if (vi >= p.nv) continue;
-        axpby_smem<VEC>(f[k], a, dx, Bs + t * ns + vi * VEC);
-        part += dot_smem<VEC>(f[k], Cs + t * ns + vi * VEC);
-        if (snap && in) store_raw<SD>(base_state + dsts[t] * p.st_s + roff, vi * VEC, N, narrow<SD>(f[k]), true);
-      }
-      part = group_sum(part, l.lpr);  // every lane of the warp takes part
-      if (in && l.lr == 0) {
-        float yv = fmaf(Dh[hl], xv, part);
-        if (p.z) yv = silu_gate(yv, zs[o]);
-        st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(h) * p.y_h + pr, yv);
-      }
+    for (int k = 0; k < VPL; ++k) {
+      const int vi = l.lr + k * l.lpr;
+      if (vi >= p.nv) continue;
+      axpby_smem<VEC>(f[k], a, dx, Bs + t * ns + vi * VEC);
+      part += dot_smem<VEC>(f[k], Cs + t * ns + vi * VEC);
+      if (snap && in) store_raw<SD>(base_state + dsts[t] * p.st_s + roff, vi * VEC, N, narrow<SD>(f[k]), true);
     }
-    if (!snap && in) {
+    part = group_sum(part, l.lpr);  // every lane of the warp takes part
+    if (in && l.lr == 0) {
+      float yv = fmaf(Dh[hl], xv, part);
+      if (p.z) yv = silu_gate(yv, zs[o]);
+      st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(h) * p.y_h + pr, yv);
+    }
+  }
+  if (!snap && in) {
 #pragma unroll
-      for (int k = 0; k < VPL; ++k) {
-        const int vi = l.lr + k * l.lpr;
-        if (vi < p.nv) store_raw<SD>(base_state + src * p.st_s + roff, vi * VEC, N, narrow<SD>(f[k]), true);
-      }
+    for (int k = 0; k < VPL; ++k) {
+      const int vi = l.lr + k * l.lpr;
+      if (vi < p.nv) store_raw<SD>(base_state + src * p.st_s + roff, vi * VEC, N, narrow<SD>(f[k]), true);
     }
   }
 }
 
 template <DType SD, DType AD, int VPL>
-// Two resident blocks per SM (<= 128 registers, no spills): with two passes of U rows
-// per lane group in flight that is 32-64 KiB of loads per SM.
-__global__ void __launch_bounds__(KERNEL_THREADS, 2)
+// The state stream lives in shared-memory stages (no registers held by loads
+// in flight).
+__global__ void __launch_bounds__(KERNEL_THREADS, DECODE_BLOCKS_PER_SM)
 mamba2_decode_kernel(const Params p) {
   using st_t = typename Traits<SD>::type;
-  constexpr int U = VPL >= 4 ? 1 : VPL == 1 ? 4 : 2;  // 16 registers per buffer
   extern __shared__ float4 smem4[];
-  float* sm = reinterpret_cast<float*>(smem4);
+  uint4* stages = reinterpret_cast<uint4*>(smem4);
+  float* sm = reinterpret_cast<float*>(smem4) + int64_t(p.stages) * STAGE_BYTES / 4;
 
   const BlockPos bp = block_pos(p);
   const int64_t b = bp.row;
   const bool snap = p.mode == Mode::snapshot;
-  const int T = p.T, ns = p.ns, N = p.N, nh = bp.nh, np = bp.np;
+  const int T = p.T, ns = p.ns, N = p.N, nh = bp.nh, np = bp.np, nstages = p.stages;
   const Lane l = lane_of(p, bp);
-  const int npass = (l.rows + l.nrg * U - 1) / (l.nrg * U);
+  const int npass = (l.rows + l.nrg - 1) / l.nrg;
+  const uint64_t pol = evict_first_policy();
 
   // Source slot of the row and validation of every slot it touches.
   int32_t bits = 0;
@@ -110,16 +108,15 @@ mamba2_decode_kernel(const Params p) {
     return;
   }
   st_t* base_state = static_cast<st_t*>(p.state);
-  uint4 va[U][VPL], vb[U][VPL];
-  load_pass<SD, VPL, U>(p, bp, l, base_state + src * p.st_s, 0, true, va);
-  load_pass<SD, VPL, U>(p, bp, l, base_state + src * p.st_s, 1, true, vb);
+  st_t* S = base_state + src * p.st_s;
+  for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
 
   // Shared memory carve-up (heuristics.h::decode_smem_floats).
   int64_t* dsts = reinterpret_cast<int64_t*>(sm);  // [T] snapshot destinations (4T floats)
   float* Bs = sm + 4 * T;                           // [T][ns]
   float* Cs = Bs + T * ns;                          // [T][ns]
-  float* decay = Cs + T * ns;                       // [nh][T]  a_t
-  float* dl = decay + p.nh * T;                     // [nh][T]  δ_t
+  float* Ah = Cs + T * ns;                          // [nh]     A (room for [nh][T])
+  float* dl = Ah + p.nh * T;                        // [nh][T]  δ_t
   float* Dh = dl + p.nh * T;                        // [nh]
   float* xs = Dh + p.nh;                            // [nh][T][np]
   float* zs = xs + p.nh * T * p.np;                 // [nh][T][np]
@@ -127,37 +124,48 @@ mamba2_decode_kernel(const Params p) {
   if (snap)
     for (int t = tid; t < T; t += KERNEL_THREADS)
       dsts[t] = cuda_util::load_index(p.sidx, p.sidx_dtype, b * p.sidx_b + t * p.sidx_t);
-#pragma unroll 4
-  for (int i = tid; i < T * ns; i += KERNEL_THREADS) {
-    const int t = i / ns, nn = i % ns;
-    const bool in = nn < N;
-    Bs[i] = in ? ld_act<AD>(p.Bm, b * p.B_b + t * p.B_t + bp.g * p.B_g + nn) : 0.f;
-    Cs[i] = in ? ld_act<AD>(p.Cm, b * p.C_b + t * p.C_t + bp.g * p.C_g + nn) : 0.f;
-  }
-  for (int i = tid; i < nh * T; i += KERNEL_THREADS) {
-    const int hl = i / T, t = i % T, h = bp.h0 + hl;
-    const float d = delta_of(p, b, t, h);
-    dl[hl * T + t] = d;
-    decay[hl * T + t] = expf(d * A_of(p, h));
-  }
-  for (int hl = tid; hl < nh; hl += KERNEL_THREADS) Dh[hl] = D_of(p, bp.h0 + hl);
-#pragma unroll 4
-  for (int i = tid; i < nh * T * np; i += KERNEL_THREADS) {
-    const int hl = i / (T * np), t = (i / np) % T, pp = i % np;
-    const int64_t h = bp.h0 + hl, pr = bp.p0 + pp;
-    xs[i] = ld_act<AD>(p.x, b * p.x_b + t * p.x_t + h * p.x_h + pr);
-    if (p.z) zs[i] = ld_act<AD>(p.z, b * p.z_b + t * p.z_t + h * p.z_h + pr);
-  }
+  // one round trip: B, C | δ per (head, t) | D, A per head | x, z per (head, t, p)
+  const int nBC = 2 * T * ns, nD = nh * T, nX = nh * T * np, nZ = p.z ? nX : 0;
+  batched<8>(nBC + nD + 2 * nh + nX + nZ,
+      [&](int i) -> float {
+        if (i < nBC) {
+          const bool isC = i >= T * ns;
+          const int c = isC ? i - T * ns : i, t = c / ns, nn = c - t * ns;
+          if (nn >= N) return 0.f;
+          return isC ? ld_act<AD>(p.Cm, b * p.C_b + t * p.C_t + bp.g * p.C_g + nn)
+                     : ld_act<AD>(p.Bm, b * p.B_b + t * p.B_t + bp.g * p.B_g + nn);
+        }
+        i -= nBC;
+        if (i < nD) { const int hl = i / T; return delta_of(p, b, i - hl * T, bp.h0 + hl); }
+        i -= nD;
+        if (i < 2 * nh) return i < nh ? D_of(p, bp.h0 + i) : A_of(p, bp.h0 + i - nh);
+        i -= 2 * nh;
+        const bool isz = i >= nX;
+        const int c = isz ? i - nX : i, hl = c / (T * np), tp = c - hl * (T * np), t = tp / np,
+                  pp = tp - t * np;
+        const int64_t h = bp.h0 + hl, pr = bp.p0 + pp;
+        return isz ? ld_act<AD>(p.z, b * p.z_b + t * p.z_t + h * p.z_h + pr)
+                   : ld_act<AD>(p.x, b * p.x_b + t * p.x_t + h * p.x_h + pr);
+      },
+      [&](int i, float v) {
+        if (i < nBC) { Bs[i] = v; return; }  // Bs and Cs are adjacent
+        i -= nBC;
+        if (i < nD) { dl[i] = v; return; }
+        i -= nD;
+        if (i < 2 * nh) { (i < nh ? Dh : Ah - nh)[i] = v; return; }
+        i -= 2 * nh;
+        const bool isz = i >= nX;
+        const int c = isz ? i - nX : i, hl = c / (T * np), tp = c - hl * (T * np), t = tp / np,
+                  pp = tp - t * np;
+        (isz ? zs : xs)[(hl * T + t) * p.np + pp] = v;
+      });
   __syncthreads();
 
-  for (int q = 0; q < npass; q += 2) {
-    decode_pass<SD, AD, VPL, U>(p, bp, l, base_state, src, b, snap, dsts, Bs, Cs, decay, dl, Dh, xs,
-                                zs, q, va);
-    if (q + 2 < npass) load_pass<SD, VPL, U>(p, bp, l, base_state + src * p.st_s, q + 2, true, va);
-    if (q + 1 >= npass) break;
-    decode_pass<SD, AD, VPL, U>(p, bp, l, base_state, src, b, snap, dsts, Bs, Cs, decay, dl, Dh, xs,
-                                zs, q + 1, vb);
-    if (q + 3 < npass) load_pass<SD, VPL, U>(p, bp, l, base_state + src * p.st_s, q + 3, true, vb);
+  for (int q = 0; q < npass; ++q) {
+    issue_pass<SD, VPL>(p, bp, l, S, q + nstages - 1, npass, stages, nstages, pol);
+    cp_async_wait(nstages - 1);  // pass q has landed
+    decode_pass<SD, AD, VPL>(p, bp, l, base_state, src, b, snap, dsts, Bs, Cs, Ah, dl, Dh, xs, zs,
+                             q, stage_slot<VPL>(stages, q % nstages, 0));
   }
 }
 

@@ -25,34 +25,38 @@
 //    (index math, the lane reduction, the output store) is then paid per
 //    64 bytes instead of per 16; with 32 lanes per row the first version was
 //    issue-bound (ncu: ~57 % SM throughput at 42 % of DRAM bandwidth);
-//  - a lane holds one row (U = 1) of VPL raw 16-byte vectors per pass (16
-//    registers whatever the dtype), and two passes are in flight (register
-//    double buffer: pass q+2 is issued as soon as pass q is consumed);
-//  - the first two passes are issued as soon as the row's slot is read,
-//    BEFORE the prologue (cursor plan, staging of B/C/records, B·C products,
-//    decays, history terms, each behind a __syncthreads), so the prologue's
-//    dependent load chain overlaps the state's first transfers;
-//  - two resident blocks per SM (__launch_bounds__(256, 2), <= 128
-//    registers; at 80 registers the buffers spilled, and a spill of a
-//    register with a load in flight waits for the load): 2 x 256 lanes x
-//    2 passes x 64 B = up to 64 KiB of loads per SM, above the ~25-40 KiB
-//    that ~4.3 TB/s x ~1 us latency / 132 SMs needs;
-//  - non-flush replay steps read the checkpoint with ld.global.cs and never
-//    write it; decode reads and writes the state with evict-first accesses.
+//  - a lane holds one row (U = 1) of VPL 16-byte vectors per pass; the
+//    passes are loaded with cp.async into shared-memory stages
+//    (hot_stages, below), stages − 1 passes ahead of the one consumed, so no
+//    registers are held by loads in flight (the register double buffer of
+//    the first versions held 32 registers and capped the bytes in flight);
+//  - the first passes are issued as soon as the row's slot is read, BEFORE
+//    the prologue, so its loads overlap the state's first transfers;
+//  - two resident blocks per SM (__launch_bounds__(256, 2); replay 114-124
+//    registers, decode 96, no spills);
+//  - state accesses carry an L2 evict-first policy (cp.async.cg with a
+//    cache hint, st.global.cs); non-flush replay steps never write the
+//    checkpoint.
+// Measured (perf_notes_mamba2.md, ncu): at batch 256 these kernels are bound
+// by instruction issue and dependency latency at 25 % occupancy (7 cycles
+// per issued instruction with 4 warps per scheduler, DRAM 43 %), not by
+// bytes in flight: 1 block x 7 stages per SM was 1.6x slower than
+// 2 blocks x 4 stages, 3 stages instead of 4 changed nothing.
 //
 // Heads per block (issue "B·C once per group"). The replay output needs
 // B_j·C_m for every history record j and window token m; these depend only
 // on the group, so a block owning nh heads of the group computes them once and
 // shares them with its nh heads through shared memory. nh is chosen so a
 // block streams about HOT_PASSES passes (fp32 N = 128: 8 heads = 512 rows;
-// bf16: 16 heads = 1024 rows, except that the replay's staged fold inputs,
-// J·nh·np floats, cap it at 8 heads by SMEM_SOFT_LIMIT): long enough that the
+// bf16: 16 heads = 1024 rows): long enough that the
 // per-block prologue (cursor plan, staging, history terms; a chain of
 // dependent global loads) is amortised over ~256 KiB of state and B·C is
 // computed by at most hpg / nh = 1-2 blocks per (row, group), short enough
 // that a batch-256 grid has thousands of blocks (~8-16 waves, small tail).
 // (16 passes instead of 8: replay fp32 688 -> 634 us, decode 644 -> 628 us
-// at batch 256.) The duplicated B·C work is O((L+T)·T·N) per block against
+// at batch 256 with the register-buffered kernels; with the staged stream,
+// 32 replay passes measured 569 vs 540 us and 8 decode passes 627 vs 609 us,
+// 32 decode passes no change.) The duplicated B·C work is O((L+T)·T·N) per block against
 // nh·np·N state elements (~1 % for L = 16, T = 1, nh = 8), and the B records it
 // re-reads come from L2. (Thread-block clusters sharing B·C through
 // distributed shared memory were considered: they would remove this small
@@ -66,6 +70,12 @@
 #include <cstdint>
 
 #include "replayssm/types.h"
+
+#if defined(__CUDACC__)
+#define RSSM_M2_HD __host__ __device__ __forceinline__
+#else
+#define RSSM_M2_HD inline
+#endif
 
 namespace replayssm::mamba2 {
 
@@ -166,11 +176,69 @@ inline Tile prefill_tile(int64_t rows, int64_t H, int64_t G, int64_t P, const Ro
   return t;
 }
 
-// Dynamic shared memory (floats) of each kernel; the carve-up in the kernels
-// follows the same order.
-inline int64_t replay_smem_floats(int64_t T, int64_t L, int64_t ns, int64_t nh, int64_t np) {
+// Asynchronous state stages of the hot kernels (kernel_common.cuh::issue_pass):
+// one stage holds one pass, HOT_VPL 16-byte vectors per lane (16 KiB). A
+// block keeps up to `stages` passes in flight (cp.async into shared memory,
+// no registers held), so bytes in flight no longer trade against registers:
+// 4 stages x 2 blocks = 128 KiB per SM, twice what the register double
+// buffer held. The count is the largest in [2, MAX_HOT_STAGES] that still
+// lets `blocks` blocks share an SM with the kernel's other shared memory.
+inline constexpr int MAX_HOT_STAGES = 4;
+// Resident blocks per SM the hot kernels are built for (__launch_bounds__).
+inline constexpr int HOT_BLOCKS_PER_SM = 2;
+// Decode at three blocks per SM (80 registers) spilled a little and measured
+// slower for bf16 state (373 vs 346 us at batch 256); two it is.
+inline constexpr int DECODE_BLOCKS_PER_SM = 2;
+inline constexpr int64_t STAGE_BYTES = int64_t(HOT_VPL) * KERNEL_THREADS * 16;
+inline int hot_stages(int64_t rest_bytes, int64_t smem_per_sm, int blocks) {
+  int s = MAX_HOT_STAGES;
+  // 1 KiB per block is reserved by the runtime
+  while (s > 2 && blocks * (s * STAGE_BYTES + rest_bytes + 1024) > smem_per_sm) --s;
+  return s;
+}
+
+// Replay kernel shared memory after the stages, in bytes (every array starts
+// 16-byte aligned). Raw arrays keep the activation dtype (records of x and B,
+// the window's x and z) with a padded row stride nps (16-byte multiple).
+struct ReplaySmem {
+  int64_t nps;  // padded row stride of the raw [.., np] arrays (elements)
+  int64_t nhp;  // nh rounded up to 4 (row stride of dh)
+  int64_t cur;  // int32[4] the row's cursor
+  int64_t Cs, Bw, Bf, BC, dh, dwin, Ah, Dh, coef, dec, fw, fdec, hist, part;  // fp32
+  int64_t Bh, xh, xwin, zs;                                                    // raw
+  int64_t bytes;
+};
+RSSM_M2_HD int64_t align16(int64_t b) { return (b + 15) / 16 * 16; }
+RSSM_M2_HD ReplaySmem replay_smem(int64_t T, int64_t L, int64_t ns, int64_t nh, int64_t np,
+                                  int64_t act_size) {
   const int64_t J = L + T;  // records (at most L) plus window tokens
-  return ns * (T + J) + T * J + nh * (J + T * J + T + J + 1) + 2 * nh * T * np + J * nh * np;
+  const int64_t ch = 16 / act_size;
+  ReplaySmem m{};
+  m.nps = (np + ch - 1) / ch * ch;
+  m.nhp = (nh + 3) / 4 * 4;
+  int64_t o = 0;
+  auto take = [&](int64_t bytes) { const int64_t at = o; o += align16(bytes); return at; };
+  m.cur = take(16);
+  m.Cs = take(4 * T * ns);        // [T][ns]   C_t
+  m.Bw = take(4 * T * ns);        // [T][ns]   B of the window tokens
+  m.Bf = take(4 * L * ns);        // [L][ns]   B of the records, widened (flush)
+  m.BC = take(4 * T * J);         // [T][J]    B_j·C_t
+  m.dh = take(4 * L * m.nhp);     // [L][nhp]  δ of the records
+  m.dwin = take(4 * nh * T);      // [nh][T]   δ of the window
+  m.Ah = take(4 * nh);            // [nh]
+  m.Dh = take(4 * nh);            // [nh]
+  m.coef = take(4 * nh * T * J);  // [nh][T][J]
+  m.dec = take(4 * nh * T);       // [nh][T]
+  m.fw = take(4 * nh * L);        // [nh][L]   fold weights
+  m.fdec = take(4 * nh);          // [nh]
+  m.hist = take(4 * nh * T * np); // [nh][T][np]
+  m.part = take(4 * T * nh * np); // [T][nh][np]  S·C_t of the streamed rows
+  m.Bh = take(act_size * L * ns);            // [L][ns]       B of the records
+  m.xh = take(act_size * L * nh * m.nps);    // [L][nh][nps]  x of the records
+  m.xwin = take(act_size * T * nh * m.nps);  // [T][nh][nps]  x of the window
+  m.zs = take(act_size * T * nh * m.nps);    // [T][nh][nps]  z of the window
+  m.bytes = o;
+  return m;
 }
 inline int64_t decode_smem_floats(int64_t T, int64_t ns, int64_t nh, int64_t np) {
   return 4 * T + 2 * ns * T + 2 * nh * T + nh + 2 * nh * T * np;

@@ -25,7 +25,8 @@ struct Params {
   // tile and row geometry (heuristics.h)
   int nh = 0, np = 0, hchunks = 0, pchunks = 0;
   int nv = 0, lpr = 0, rpw = 0, ns = 0;
-  int jmax = 0;  // staged records + tokens capacity (L + T)
+  int jmax = 0;    // staged records + tokens capacity (L + T)
+  int stages = 0;  // async state stages of the hot kernels (heuristics.h::hot_stages)
   Mode mode = Mode::decode;
   // step / prefill inputs ([B, T, ...]; prefill uses b = 0 and t = token)
   const void* x = nullptr; int64_t x_b = 0, x_t = 0, x_h = 0;
@@ -340,6 +341,124 @@ __device__ __forceinline__ void load_pass(const Params& p, const BlockPos& bp, c
 }
 
 // ---------------------------------------------------------------------------
+// Asynchronous state stream (hot kernels). A lane's 16-byte vectors of pass q
+// go to its own shared-memory slots of stage q % stages with cp.async (no
+// registers held while in flight); the same lane reads them back, so a stage
+// needs no barrier, only cp.async.wait_group. Stage layout [stage][k][tid]
+// (uint4), conflict-free 16-byte accesses.
+
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+// 16-byte async copy; bytes < 16 zero-fills the rest (bytes = 0: all zero).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes, uint64_t pol) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(d), "l"(src),
+               "r"(bytes), "l"(pol)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Wait until at most n of this lane's committed groups are pending (n <= 7).
+__device__ __forceinline__ void cp_async_wait(int n) {
+  switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 7;" ::: "memory"); break;
+  }
+}
+
+// Stage slot of vector k of this lane.
+template <int VPL>
+__device__ __forceinline__ uint4* stage_slot(uint4* stages, int stage, int k) {
+  return stages + (stage * VPL + k) * KERNEL_THREADS + threadIdx.x;
+}
+
+// Issue (and commit as one group) the async loads of pass q into its stage.
+// Rows / vectors outside the block are zero-filled.
+template <DType SD, int VPL>
+__device__ __forceinline__ void issue_pass(const Params& p, const BlockPos& bp, const Lane& l,
+                                           const typename Traits<SD>::type* S, int q, int npass,
+                                           uint4* stages, int nstages, uint64_t pol) {
+  if (q < npass) {
+    constexpr int VEC = VecOf<SD>::value;
+    constexpr int ES = int(sizeof(typename Traits<SD>::type));
+    const int r = q * l.nrg + l.rg;
+    const bool in = r < l.rows;
+    const int hl = in ? r / l.np : 0, pr = bp.p0 + (in ? r - hl * l.np : 0);
+    const typename Traits<SD>::type* row = S + int64_t(bp.h0 + hl) * p.st_h + int64_t(pr) * p.st_p;
+    const int st = q % nstages;
+#pragma unroll
+    for (int k = 0; k < VPL; ++k) {
+      const int vi = l.lr + k * l.lpr, n0 = vi * VEC;
+      const int bytes = (in && vi < p.nv) ? min(VEC, p.N - n0) * ES : 0;
+      cp_async16(stage_slot<VPL>(stages, st, k), bytes ? row + n0 : row, bytes, pol);
+    }
+  }
+  cp_async_commit();  // always one group per pass, so wait counts stay uniform
+}
+
+// Stage batched loads: every lane issues up to K independent loads before it
+// stores any (one round trip per K·KERNEL_THREADS items). ld(i) -> float,
+// st(i, v).
+template <int K, class Ld, class St>
+__device__ __forceinline__ void batched(int count, Ld&& ld, St&& st) {
+  for (int base = threadIdx.x; base < count; base += K * KERNEL_THREADS) {
+    float v[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int i = base + k * KERNEL_THREADS;
+      v[k] = i < count ? ld(i) : 0.f;
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int i = base + k * KERNEL_THREADS;
+      if (i < count) st(i, v[k]);
+    }
+  }
+}
+
+// 16 bytes of elements src[0 .. cnt) (cnt <= 16 / sizeof(E)), zero padded:
+// one vector load when aligned and whole, element loads otherwise.
+template <class E>
+__device__ __forceinline__ uint4 ld_chunk(const E* src, int cnt) {
+  constexpr int CH = 16 / int(sizeof(E));
+  if (cnt == CH && (reinterpret_cast<uintptr_t>(src) & 15) == 0) return *reinterpret_cast<const uint4*>(src);
+  uint32_t w[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int i = 0; i < CH; ++i) {
+    if (i >= cnt) break;
+    uint32_t u;
+    if constexpr (sizeof(E) == 4) u = *reinterpret_cast<const uint32_t*>(src + i);
+    else u = *reinterpret_cast<const uint16_t*>(src + i);
+    w[i * int(sizeof(E)) / 4] |= u << (8 * ((i * int(sizeof(E))) % 4));
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+// Async copy of cnt elements (cnt <= 16 / sizeof(E)) to a 16-byte aligned
+// shared-memory chunk: cp.async when aligned and whole, element copies otherwise.
+template <class E>
+__device__ __forceinline__ void cp_chunk(E* dst, const E* src, int cnt, uint64_t pol) {
+  constexpr int CH = 16 / int(sizeof(E));
+  if (cnt == CH && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+    cp_async16(dst, src, 16, pol);
+  } else {
+    for (int i = 0; i < CH; ++i) dst[i] = i < cnt ? src[i] : E(0.f);
+  }
+}
+// 4-byte async copy (cp.async.ca; 4-byte aligned source).
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+}
+
+// ---------------------------------------------------------------------------
 // Cursor validation (the device side of api.cpp's host checks).
 
 enum RowState : int { ROW_OK = 0, ROW_PAD = 1, ROW_BAD = 2 };
@@ -372,16 +491,12 @@ __device__ __forceinline__ int check_slot(const Params& p, int64_t slot, int32_t
 // Replay step of row b: commit (num_accepted), then plan (ring.h). Every
 // block of the row and the cursor kernel run this on the same pre-step
 // cursor, so they agree; only the cursor kernel writes the cursor.
-__device__ __forceinline__ int step_row_plan(const Params& p, int64_t b, int64_t* slot_out,
-                                             StepPlan* plan, int32_t* bits) {
-  const int64_t slot = row_slot(p, b);
-  *slot_out = slot;
-  const int s = check_slot(p, slot, bits);
-  if (s != ROW_OK) return s;
-  RingCursor c = load_cursor(p, slot);
+// The plan part of step_row_plan, from the row's cursor c and (with
+// num_accepted) its accepted count a.
+__device__ __forceinline__ int plan_from_cursor(const Params& p, RingCursor c, int64_t a, StepPlan* plan,
+                                                int32_t* bits) {
   if (!cursor_sane(p, c)) { *bits |= STATUS_RING_OVERFLOW; return ROW_BAD; }
   if (p.acc) {
-    const int64_t a = cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s);
     if (c.pending == 0 || a < 1 || a > c.pending) { *bits |= STATUS_BAD_ACCEPTED; return ROW_BAD; }
     if (c.count + a > p.L) { *bits |= STATUS_RING_OVERFLOW; return ROW_BAD; }
     ring_commit(c, int32_t(a));
@@ -391,6 +506,16 @@ __device__ __forceinline__ int step_row_plan(const Params& p, int64_t b, int64_t
   }
   *plan = ring_plan_step(c, p.T, p.L, p.R);
   return ROW_OK;
+}
+__device__ __forceinline__ int step_row_plan(const Params& p, int64_t b, int64_t* slot_out,
+                                             StepPlan* plan, int32_t* bits) {
+  const int64_t slot = row_slot(p, b);
+  *slot_out = slot;
+  const int s = check_slot(p, slot, bits);
+  if (s != ROW_OK) return s;
+  const RingCursor c = load_cursor(p, slot);
+  const int64_t a = p.acc ? cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s) : 0;
+  return plan_from_cursor(p, c, a, plan, bits);
 }
 
 // Zero y[row, t, h, p] over the block's heads and rows (pad / skipped rows).

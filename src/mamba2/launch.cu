@@ -23,6 +23,7 @@ using kern::Params;
 struct DeviceInfo {
   int sms = 0;
   int smem_optin = 0;
+  int smem_per_sm = 0;
 };
 DeviceInfo device_info(const char* fn) {
   static DeviceInfo cache[64];
@@ -31,6 +32,8 @@ DeviceInfo device_info(const char* fn) {
   DeviceInfo& i = cache[dev & 63];
   if (i.sms == 0) {
     cuda_util::check(cudaDeviceGetAttribute(&i.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+                     fn, "device attribute");
+    cuda_util::check(cudaDeviceGetAttribute(&i.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev),
                      fn, "device attribute");
     cuda_util::check(cudaDeviceGetAttribute(&i.sms, cudaDevAttrMultiProcessorCount, dev), fn,
                      "device attribute");
@@ -186,8 +189,25 @@ void launch_cursor(const char* fn, Params p, Mode mode, const Exec& exec) {
   p.mode = mode;
   if (p.B == 0) return;
   const unsigned blocks = unsigned((p.B + 255) / 256);
-  kern::mamba2_cursor_kernel<<<blocks, 256, 0, cuda_util::stream_of(exec)>>>(p);
-  cuda_util::check_launch(fn);
+  if (mode != Mode::step) {
+    kern::mamba2_cursor_kernel<<<blocks, 256, 0, cuda_util::stream_of(exec)>>>(p);
+    cuda_util::check_launch(fn);
+    return;
+  }
+  // After the replay kernel: programmatic dependent launch, so the cursor
+  // kernel's launch overlaps the replay grid (it waits for the grid's
+  // completion on the device, griddepcontrol.wait, before writing).
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = cuda_util::stream_of(exec);
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cuda_util::check(cudaLaunchKernelEx(&cfg, kern::mamba2_cursor_kernel, p), fn, "kernel launch");
 }
 
 // Hot kernels: validate N as every kernel does, then use the hot geometry.
@@ -210,7 +230,8 @@ void launch_decode_kernel(const char* fn, Params& p, DType state, DType act, con
   auto smem = [&](int64_t nh, int64_t np) { return 4 * decode_smem_floats(p.T, g.ns, nh, np); };
   const int rpp = rows_per_pass(g, hot_unroll(g));
   const Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(HOT_PASSES) * rpp);
-  const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np), exec, g.vpl, info);
+  p.stages = hot_stages(smem(t.nh, t.np), info.smem_per_sm, DECODE_BLOCKS_PER_SM);
+  const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np) + p.stages * STAGE_BYTES, exec, g.vpl, info);
   dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_decode<SD, AD>(p, c); });
 }
 
@@ -301,10 +322,12 @@ void replay_step(const Mamba2Step& step, const Mamba2Pool& pool, const Tensor& n
   p.jmax = p.L + p.T;
   const DeviceInfo info = device_info(fn);
   const RowGeometry g = hot(fn, p, pool.state.dtype);
-  auto smem = [&](int64_t nh, int64_t np) { return 4 * replay_smem_floats(p.T, p.L, g.ns, nh, np); };
+  const int64_t act_size = int64_t(dtype_size(step.x.dtype));
+  auto smem = [&](int64_t nh, int64_t np) { return replay_smem(p.T, p.L, g.ns, nh, np, act_size).bytes; };
   const int rpp = rows_per_pass(g, hot_unroll(g));
   const Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(HOT_PASSES) * rpp);
-  const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np), exec, g.vpl, info);
+  p.stages = hot_stages(smem(t.nh, t.np), info.smem_per_sm, HOT_BLOCKS_PER_SM);
+  const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np) + p.stages * STAGE_BYTES, exec, g.vpl, info);
   dispatch(fn, pool.state.dtype, step.x.dtype,
            [&]<DType SD, DType AD>() { kern::launch_replay<SD, AD>(p, c); });
   launch_cursor(fn, p, Mode::step, exec);

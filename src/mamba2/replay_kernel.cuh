@@ -14,27 +14,33 @@
 // Exponents use suffix sums of δ (Σ_{j<i≤m} δ_i), never differences of long
 // prefix sums, so weights keep fp32 relative accuracy.
 //
-// Phases (one block = group g, heads [h0, h0+nh), rows [p0, p0+np)):
-//  0. as soon as the slot is read, issue the 16-byte state loads of the first
-//     two passes (raw registers, kernel_common.cuh::load_pass); everything
-//     below runs while they are in flight.
-//  1. stage C_t, the B of the n records and T window tokens (fp32, smem), δ
-//     per head and z; append the step's records: ring_x (own heads and rows),
-//     ring_dt (own heads, p-chunk 0), ring_B (the single block hc = pc = 0 of
-//     the group: one writer per (slot, position, group)). Appends go to
-//     positions append_start…+T−1, disjoint from the n positions read (R >= L+T).
-//  2. BC[t][j] = B_j·C_t once for the block (shared by its nh heads).
-//  3. one warp per (head, t): dec = e^{Λ_t}, coef[t][j] = δ_j e^{Λ_t−Λ_j} BC[t][j]
-//     (suffix sums of δ by a warp scan, suffix_scan); flush: one warp per
-//     head for the fold weights fw_j = δ_j e^{Λ_n−Λ_j}, fdec = e^{Λ_n}.
-//  4. hist[h][t][p] = Σ_j coef[t][j] x_j[p] + D x_t[p] (coalesced over p);
-//     flush: xw[j][r] = fw_j x_j[p] for the block's rows r (the fold then
-//     needs no global loads inside the stream).
+// Phases (one block = group g, heads [h0, h0+nh), rows [p0, p0+np)). The
+// stream of a non-flush step needs only C_t, so it does not wait for the
+// records; every global load before it is either batched (all issued before
+// any is used, kernel_common.cuh::batched) or asynchronous (cp.async):
+//  1. with the slot read: the window's inputs, which need no slot: C_t, B_t
+//     and δ_t (fp32), A and D per head (batched); x_t and z_t (raw, cp.async).
+//  2. the cursor (cp.async) and the state loads of the first stages − 1
+//     passes (cp.async into shared-memory stages, kernel_common.cuh::
+//     issue_pass) in flight together; once the cursor has landed every
+//     thread derives the plan (commit, flush rule; ring.h).
+//  3. the n records (cp.async, group REC): x_j, B_j (raw), δ_j. Appends of
+//     the step's records: ring_x (own heads and rows), ring_dt (own heads,
+//     p-chunk 0), ring_B (the single block hc = pc = 0 of the group: one
+//     writer per (slot, position, group)); positions append_start…+T−1 are
+//     disjoint from the n positions read (R >= L+T).
+//  4. (replay_coefficients) BC[t][j] = B_j·C_t once for the block (shared by
+//     its nh heads); one warp per (head, t): dec = e^{Λ_t}, coef[t][j] =
+//     δ_j e^{Λ_t−Λ_j} BC[t][j] (suffix sums of δ by a warp scan); flush: one
+//     warp per head for the fold weights fw_j = δ_j e^{Λ_n−Λ_j}, fdec = e^{Λ_n};
+//     hist[h][t][p] = Σ_j coef[t][j] x_j[p] + D x_t[p]. A flush runs it
+//     before its first pass (the fold needs fw); otherwise it runs after pass
+//     q_rec, with the next passes in flight.
+//  5. stream the state rows, stages − 1 passes ahead; flush: fold
+//     (fdec·S_0 + Σ_j fw_j x_j[p] B_j), round, write; part[t][r] = S·C_t.
+//  6. y_t = dec·part + hist, gate, store (coalesced over p).
 // Ring positions are start + i with one conditional subtraction (start < R,
 // i < R); no integer division by R anywhere.
-//  5. stream the state in passes of U rows per lane group, double-buffered in
-//     registers (pass q+2 is issued once pass q is consumed); GEMV with C_t
-//     for every t, y = dec·(S C_t) + hist, gate, store.
 #pragma once
 #include "mamba2/kernel_common.cuh"
 
@@ -47,14 +53,14 @@ __device__ __forceinline__ int ring_wrap(int start, int i, int R) {
 }
 
 // Warp-parallel suffix sums over j in [lo, hi] (hi − lo may exceed 32):
-// calls f(j, s) with s = Σ_{j<i≤hi} d[i] for every j (each once, by one lane)
-// and returns Σ_{lo≤i≤hi} d[i] to every lane. Every lane of the warp calls it.
-template <class F>
-__device__ __forceinline__ float suffix_scan(const float* d, int lo, int hi, int lane, F&& f) {
+// calls f(j, s) with s = Σ_{j<i≤hi} d(i) for every j (each once, by one lane)
+// and returns Σ_{lo≤i≤hi} d(i) to every lane. Every lane of the warp calls it.
+template <class D, class F>
+__device__ __forceinline__ float suffix_scan(D&& d, int lo, int hi, int lane, F&& f) {
   float carry = 0.f;
   for (int top = hi; top >= lo; top -= 32) {
     const int j = top - lane;  // lane 0 holds the highest index
-    const float v = j >= lo ? d[j] : 0.f;
+    const float v = j >= lo ? d(j) : 0.f;
     float inc = v;  // Σ over lanes <= lane
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
@@ -67,263 +73,322 @@ __device__ __forceinline__ float suffix_scan(const float* d, int lo, int hi, int
   return carry;
 }
 
-// One pass of the replay stream over the raw vectors v (rows of pass q).
-// flush: fold, round, write the checkpoint and continue with the stored value.
-template <DType SD, DType AD, int VPL, int U>
+// Shared-memory arrays of the replay kernel (heuristics.h::replay_smem).
+template <DType AD>
+struct ReplayArrays {
+  using at_t = typename Traits<AD>::type;
+  int32_t* cur;
+  float *Cs, *Bw, *Bf, *BC, *dh, *dwin, *Ah, *Dh, *coef, *dec, *fw, *fdec, *hist, *part;
+  at_t *Bh, *xh, *xwin, *zs;
+  int nps, nhp;
+  __device__ ReplayArrays(char* base, const ReplaySmem& m) {
+    auto f = [&](int64_t o) { return reinterpret_cast<float*>(base + o); };
+    auto a = [&](int64_t o) { return reinterpret_cast<at_t*>(base + o); };
+    cur = reinterpret_cast<int32_t*>(base + m.cur);
+    Cs = f(m.Cs); Bw = f(m.Bw); Bf = f(m.Bf); BC = f(m.BC); dh = f(m.dh); dwin = f(m.dwin);
+    Ah = f(m.Ah); Dh = f(m.Dh); coef = f(m.coef); dec = f(m.dec); fw = f(m.fw); fdec = f(m.fdec);
+    hist = f(m.hist); part = f(m.part);
+    Bh = a(m.Bh); xh = a(m.xh); xwin = a(m.xwin); zs = a(m.zs);
+    nps = int(m.nps);
+    nhp = int(m.nhp);
+  }
+};
+
+// One pass of the replay stream over the lane's staged vectors stg[k·threads]:
+// part[t][r] = S·C_t for the pass's rows. flush: first fold, round, write the
+// checkpoint and continue with the stored value.
+template <DType SD, DType AD, int VPL>
 __device__ __forceinline__ void replay_pass(const Params& p, const BlockPos& bp, const Lane& l,
-                                            typename Traits<SD>::type* S, int64_t b, int64_t slot,
-                                            bool flush, int n, const float* Cs,
-                                            const float* Bs, const float* dec, const float* xw,
-                                            const float* fdec, const float* hist, const float* zs,
-                                            int q, uint4 (&v)[U][VPL]) {
+                                            typename Traits<SD>::type* S, bool flush, int n,
+                                            const ReplayArrays<AD>& a, int q, const uint4* stg) {
   constexpr int VEC = VecOf<SD>::value;
   const int T = p.T, ns = p.ns, N = p.N;
-  if (flush) {
+  const int r = q * l.nrg + l.rg;
+  const bool in = r < l.rows;
+  const int hl = in ? r / l.np : 0, pp = in ? r - hl * l.np : 0;
+  uint4 v[VPL];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int r = (q * U + u) * l.nrg + l.rg;
-      if (r >= l.rows) continue;
-      const int hl = r / l.np, h = bp.h0 + hl, pr = bp.p0 + r % l.np;
-      const float fd = fdec[hl];
-      float f[VPL][VEC];
+  for (int k = 0; k < VPL; ++k) v[k] = stg[k * KERNEL_THREADS];
+  if (flush && in) {
+    const float fd = a.fdec[hl];
+    float f[VPL][VEC];
 #pragma unroll
-      for (int k = 0; k < VPL; ++k) {
-        widen<SD>(v[u][k], f[k]);
+    for (int k = 0; k < VPL; ++k) {
+      widen<SD>(v[k], f[k]);
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) f[k][e] *= fd;
-      }
-#pragma unroll 4
-      for (int j = 0; j < n; ++j) {
-        const float w = xw[j * l.rows + r];  // fw_j x_j[p]
-#pragma unroll
-        for (int k = 0; k < VPL; ++k) {
-          const int vi = l.lr + k * l.lpr;
-          if (vi < p.nv) axpby_smem<VEC>(f[k], 1.f, w, Bs + j * ns + vi * VEC);
-        }
-      }
-      typename Traits<SD>::type* row = S + int64_t(h) * p.st_h + int64_t(pr) * p.st_p;
+      for (int e = 0; e < VEC; ++e) f[k][e] *= fd;
+    }
+    const int xo = hl * a.nps + pp, xs = p.nh * a.nps;
+#pragma unroll 2
+    for (int j = 0; j < n; ++j) {
+      const float w = a.fw[hl * p.L + j] * Traits<AD>::load(a.xh[j * xs + xo]);  // fw_j x_j[p]
 #pragma unroll
       for (int k = 0; k < VPL; ++k) {
         const int vi = l.lr + k * l.lpr;
-        if (vi >= p.nv) continue;
-        v[u][k] = narrow<SD>(f[k]);  // outputs read the checkpoint as stored
-        store_raw<SD>(row, vi * VEC, N, v[u][k], false);
+        if (vi < p.nv) axpby_smem<VEC>(f[k], 1.f, w, a.Bf + j * ns + vi * VEC);
       }
+    }
+    typename Traits<SD>::type* row = S + int64_t(bp.h0 + hl) * p.st_h + int64_t(bp.p0 + pp) * p.st_p;
+#pragma unroll
+    for (int k = 0; k < VPL; ++k) {
+      const int vi = l.lr + k * l.lpr;
+      if (vi >= p.nv) continue;
+      v[k] = narrow<SD>(f[k]);  // outputs read the checkpoint as stored
+      store_raw<SD>(row, vi * VEC, N, v[k], true);
     }
   }
   for (int t = 0; t < T; ++t) {
-    float part[U];
+    float part = 0.f;
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      part[u] = 0.f;
-#pragma unroll
-      for (int k = 0; k < VPL; ++k) {
-        const int vi = l.lr + k * l.lpr;
-        if (vi < p.nv) {
-          float f[VEC];
-          widen<SD>(v[u][k], f);
-          part[u] += dot_smem<VEC>(f, Cs + t * ns + vi * VEC);
-        }
+    for (int k = 0; k < VPL; ++k) {
+      const int vi = l.lr + k * l.lpr;
+      if (vi < p.nv) {
+        float f[VEC];
+        widen<SD>(v[k], f);
+        part += dot_smem<VEC>(f, a.Cs + t * ns + vi * VEC);
       }
     }
-#pragma unroll
-    for (int u = 0; u < U; ++u) part[u] = group_sum(part[u], l.lpr);
-    if (l.lr == 0) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int r = (q * U + u) * l.nrg + l.rg;
-        if (r >= l.rows) continue;
-        const int hl = r / l.np, h = bp.h0 + hl, pp = r % l.np, pr = bp.p0 + pp;
-        const int o = (hl * T + t) * l.np + pp;
-        float yv = fmaf(part[u], dec[hl * T + t], hist[o]);
-        if (p.z) yv = silu_gate(yv, zs[o]);
-        st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(h) * p.y_h + pr, yv);
-      }
-    }
+    part = group_sum(part, l.lpr);  // every lane of the warp takes part
+    if (in && l.lr == 0) a.part[(t * p.nh + hl) * p.np + pp] = part;
   }
 }
 
-template <DType SD, DType AD, int VPL>
-// Two resident blocks per SM (<= 128 registers, no spills): with two passes of U rows
-// per lane group in flight that is 32-64 KiB of loads per SM.
-__global__ void __launch_bounds__(KERNEL_THREADS, 2)
-mamba2_replay_kernel(const Params p) {
-  using st_t = typename Traits<SD>::type;
-  constexpr int U = VPL >= 4 ? 1 : VPL == 1 ? 4 : 2;  // 16 registers per buffer
-  extern __shared__ float4 smem4[];
-  float* sm = reinterpret_cast<float*>(smem4);
-
-  const BlockPos bp = block_pos(p);
-  const int64_t b = bp.row;
-  const Lane l = lane_of(p, bp);
-  const int npass = (l.rows + l.nrg * U - 1) / (l.nrg * U);
-
-  // ---- 0. state loads first (the checkpoint is only read before any write)
-  int64_t slot = row_slot(p, b);
-  int32_t bits = 0;
-  const bool slot_ok = check_slot(p, slot, &bits) == ROW_OK;
-  st_t* S = static_cast<st_t*>(p.state) + (slot_ok ? slot : 0) * p.st_s;
-  uint4 va[U][VPL], vb[U][VPL];
-  if (slot_ok) {  // rows that fail below return before reading these
-    load_pass<SD, VPL, U>(p, bp, l, S, 0, true, va);
-    load_pass<SD, VPL, U>(p, bp, l, S, 1, true, vb);
-  }
-
-  StepPlan plan;
-  if (step_row_plan(p, b, &slot, &plan, &bits) != ROW_OK) {
-    zero_outputs<AD>(p, bp, b, 0, p.T);  // the cursor kernel reports the status
-    return;
-  }
-  const int T = p.T, J = p.jmax, ns = p.ns, N = p.N, R = p.R, nh = bp.nh, np = bp.np;
-  const bool flush = plan.flush;
-  const int n = flush ? plan.fold_count : plan.hist_count;
-  const int rec_start = flush ? plan.fold_start : plan.hist_start;
-  const int jb = flush ? n : 0;  // first index the outputs read
-  const int nj = n + T;
-  const int tid = threadIdx.x;
-
-  // Shared memory carve-up (heuristics.h::replay_smem_floats).
-  float* Cs = sm;                    // [T][ns]
-  float* Bs = Cs + T * ns;           // [J][ns]
-  float* BC = Bs + J * ns;           // [T][J]
-  float* dl = BC + T * J;            // [nh][J]   δ
-  float* coef = dl + p.nh * J;       // [nh][T][J]
-  float* dec = coef + p.nh * T * J;  // [nh][T]
-  float* fw = dec + p.nh * T;        // [nh][J]   fold weights
-  float* fdec = fw + p.nh * J;       // [nh]
-  float* hist = fdec + p.nh;         // [nh][T][np]
-  float* zs = hist + p.nh * T * p.np;  // [nh][T][np] gate inputs
-  float* xw = zs + p.nh * T * p.np;    // [J][nh·np]  fw_j x_j[p] (flush)
-
-  // ---- 1. staging and appends
-  const int lane = tid & 31, warp = tid >> 5;
-  // one warp per staged vector: C_t (v < T), then B_j (records, then window)
-  for (int v = warp; v < T + nj; v += KERNEL_WARPS) {
-    const void* src;
-    int64_t base;
-    float* dst;
-    if (v < T) {
-      src = p.Cm; base = b * p.C_b + v * p.C_t + bp.g * p.C_g; dst = Cs + v * ns;
-    } else if (v - T < n) {
-      src = p.rB;
-      base = slot * p.rB_s + int64_t(ring_wrap(rec_start, v - T, R)) * p.rB_r + bp.g * p.rB_g;
-      dst = Bs + (v - T) * ns;
-    } else {
-      src = p.Bm; base = b * p.B_b + (v - T - n) * p.B_t + bp.g * p.B_g; dst = Bs + (v - T) * ns;
+// Phase 4 of the replay kernel (records staged): B·C, decays, coefficients,
+// fold weights (flush), history terms. Every thread calls it.
+template <DType AD>
+__device__ __forceinline__ void replay_coefficients(const Params& p, const BlockPos& bp, bool flush,
+                                                    int n, const ReplayArrays<AD>& a) {
+  const int T = p.T, L = p.L, J = p.jmax, ns = p.ns, N = p.N, nh = bp.nh, np = bp.np;
+  const int NH = p.nh, nps = a.nps, jb = flush ? n : 0;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  __syncthreads();  // records of every lane have landed
+  if (flush)  // fp32 B of the records for the fold (zero past N)
+    for (int i = tid; i < n * ns; i += KERNEL_THREADS) {
+      const int nn = i % ns;
+      a.Bf[i] = nn < N ? Traits<AD>::load(a.Bh[i]) : 0.f;
     }
-#pragma unroll 4
-    for (int nn = lane; nn < ns; nn += 32) dst[nn] = nn < N ? ld_act<AD>(src, base + nn) : 0.f;
-  }
-  for (int i = tid; i < nh * nj; i += KERNEL_THREADS) {
-    const int hl = i / nj, j = i - hl * nj, h = bp.h0 + hl;
-    dl[hl * J + j] = j < n ? p.rdt[slot * p.rdt_s + ring_wrap(rec_start, j, R) * p.rdt_r + h]
-                           : delta_of(p, b, j - n, h);
-  }
-  if (p.z) {
-    for (int i = tid; i < nh * T * np; i += KERNEL_THREADS) {
-      const int hl = i / (T * np), t = (i / np) % T, pp = i % np;
-      zs[i] = ld_act<AD>(p.z, b * p.z_b + t * p.z_t + int64_t(bp.h0 + hl) * p.z_h + bp.p0 + pp);
-    }
-  }
-  if (bp.hc == 0 && bp.pc == 0) {
-    for (int i = tid; i < T * N; i += KERNEL_THREADS) {
-      const int t = i / N, nn = i % N;
-      copy_act<AD>(p.rB, slot * p.rB_s + ring_wrap(plan.append_start, t, R) * p.rB_r + bp.g * p.rB_g + nn,
-                   p.Bm, b * p.B_b + t * p.B_t + bp.g * p.B_g + nn);
-    }
-  }
-  if (bp.pc == 0) {
-    for (int i = tid; i < T * nh; i += KERNEL_THREADS) {
-      const int t = i / nh, h = bp.h0 + i % nh;
-      p.rdt[slot * p.rdt_s + ring_wrap(plan.append_start, t, R) * p.rdt_r + h] = delta_of(p, b, t, h);
-    }
-  }
-  for (int i = tid; i < T * nh * np; i += KERNEL_THREADS) {
-    const int t = i / (nh * np), r = i % (nh * np);
-    const int h = bp.h0 + r / np, pp = bp.p0 + r % np;
-    copy_act<AD>(p.rx, slot * p.rx_s + ring_wrap(plan.append_start, t, R) * p.rx_r + h * p.rx_h + pp,
-                 p.x, b * p.x_b + t * p.x_t + h * p.x_h + pp);
-  }
-  __syncthreads();
-
-  // ---- 2. B_j·C_t for jb <= j <= n + t, one warp per pair
+  // B_j·C_t for jb <= j <= n + t, one warp per pair
   {
     const int span = n + T - jb;  // j index range per t (upper bound)
     for (int i = warp; i < T * span; i += KERNEL_WARPS) {
       const int t = i / span, j = jb + i % span;
       if (j > n + t) continue;  // warp-uniform
       float acc = 0.f;
-      for (int nn = lane; nn < N; nn += 32) acc = fmaf(Bs[j * ns + nn], Cs[t * ns + nn], acc);
+      if (j < n) {
+        for (int nn = lane; nn < N; nn += 32) acc = fmaf(Traits<AD>::load(a.Bh[j * ns + nn]), a.Cs[t * ns + nn], acc);
+      } else {
+        for (int nn = lane; nn < N; nn += 32) acc = fmaf(a.Bw[(j - n) * ns + nn], a.Cs[t * ns + nn], acc);
+      }
       acc = cuda_util::warp_sum(acc);
-      if (lane == 0) BC[t * J + j] = acc;
+      if (lane == 0) a.BC[t * J + j] = acc;
     }
   }
   __syncthreads();
-
-  // ---- 3. decays and coefficients per (head, t); fold weights per head
-  // warps [0, nh·T): (head, t) coefficients; then (flush) one warp per head
+  // decays and coefficients per (head, t); fold weights per head
   for (int i = warp; i < nh * T + (flush ? nh : 0); i += KERNEL_WARPS) {
+    const int hl = i < nh * T ? i / T : i - nh * T;
+    const float A = a.Ah[hl];
+    auto d = [&](int j) { return j < n ? a.dh[j * a.nhp + hl] : a.dwin[hl * T + j - n]; };
     if (i < nh * T) {
-      const int hl = i / T, t = i - hl * T;
-      const float A = A_of(p, bp.h0 + hl);
-      const float* d = dl + hl * J;
-      float* c = coef + (hl * T + t) * J;
-      const float* bc = BC + t * J;
+      const int t = i - hl * T;
+      float* c = a.coef + (hl * T + t) * J;
+      const float* bc = a.BC + t * J;
       // s = Σ_{j < i <= n+t} δ_i
       const float tot = suffix_scan(d, jb, n + t, lane, [&](int j, float s) {
-        c[j] = d[j] * expf(A * s) * bc[j];
+        c[j] = d(j) * expf(A * s) * bc[j];
       });
-      if (lane == 0) dec[hl * T + t] = expf(A * tot);
+      if (lane == 0) a.dec[hl * T + t] = expf(A * tot);
     } else {
-      const int hl = i - nh * T;
-      const float A = A_of(p, bp.h0 + hl);
-      const float* d = dl + hl * J;
-      float* w = fw + hl * J;
+      float* w = a.fw + hl * L;
       // s = Σ_{j < i < n} δ_i
-      const float tot =
-          suffix_scan(d, 0, n - 1, lane, [&](int j, float s) { w[j] = d[j] * expf(A * s); });
-      if (lane == 0) fdec[hl] = expf(A * tot);
+      const float tot = suffix_scan(d, 0, n - 1, lane, [&](int j, float s) { w[j] = d(j) * expf(A * s); });
+      if (lane == 0) a.fdec[hl] = expf(A * tot);
     }
   }
   __syncthreads();
-
-  // ---- 4. history and skip terms per (head, t, p)
-  const int64_t rx0 = slot * p.rx_s;
-  if (flush) {  // xw[j][r] = fw_j x_j[p], r = hl·np + pp
-    const int rows = nh * np;
-    for (int r = tid; r < rows; r += KERNEL_THREADS) {
-      const int hl = r / np, pp = r - hl * np;
-      const int64_t o = rx0 + int64_t(bp.h0 + hl) * p.rx_h + bp.p0 + pp;
-#pragma unroll 8
-      for (int j = 0; j < n; ++j)
-        xw[j * rows + r] = fw[hl * J + j] *
-                           ld_act<AD>(p.rx, o + int64_t(ring_wrap(rec_start, j, R)) * p.rx_r);
-    }
-  }
+  // history and skip terms per (head, t, p)
   for (int i = tid; i < nh * T * np; i += KERNEL_THREADS) {
     const int hl = i / (T * np), tp = i - hl * (T * np), t = tp / np, pp = tp - t * np;
-    const int h = bp.h0 + hl, pr = bp.p0 + pp;
-    const float* c = coef + (hl * T + t) * J;
-    float acc = D_of(p, h) * ld_act<AD>(p.x, b * p.x_b + t * p.x_t + h * p.x_h + pr);
-    const int64_t o = rx0 + int64_t(h) * p.rx_h + pr;
-#pragma unroll 8
-    for (int j = jb; j < n; ++j)
-      acc = fmaf(c[j], ld_act<AD>(p.rx, o + int64_t(ring_wrap(rec_start, j, R)) * p.rx_r), acc);
-    for (int j = n; j <= n + t; ++j)
-      acc = fmaf(c[j], ld_act<AD>(p.x, b * p.x_b + (j - n) * p.x_t + h * p.x_h + pr), acc);
-    hist[i] = acc;
+    const float* c = a.coef + (hl * T + t) * J;
+    const typename Traits<AD>::type* xj = a.xh + hl * nps + pp;
+    const typename Traits<AD>::type* xt = a.xwin + hl * nps + pp;
+    float acc = a.Dh[hl] * Traits<AD>::load(xt[t * NH * nps]);
+#pragma unroll 4
+    for (int j = jb; j < n; ++j) acc = fmaf(c[j], Traits<AD>::load(xj[j * NH * nps]), acc);
+    for (int j = n; j <= n + t; ++j) acc = fmaf(c[j], Traits<AD>::load(xt[(j - n) * NH * nps]), acc);
+    a.hist[(hl * T + t) * p.np + pp] = acc;
+  }
+  __syncthreads();
+}
+
+template <DType SD, DType AD, int VPL>
+// Two resident blocks per SM; the state stream lives in shared memory stages,
+// so registers hold no loads in flight.
+__global__ void __launch_bounds__(KERNEL_THREADS, 2)
+mamba2_replay_kernel(const Params p) {
+  using st_t = typename Traits<SD>::type;
+  using at_t = typename Traits<AD>::type;
+  constexpr int CH = 16 / int(sizeof(at_t));  // activation elements per 16-byte chunk
+  extern __shared__ float4 smem4[];
+  uint4* stages = reinterpret_cast<uint4*>(smem4);
+  const ReplaySmem m = replay_smem(p.T, p.L, p.ns, p.nh, p.np, sizeof(at_t));
+  const ReplayArrays<AD> a(reinterpret_cast<char*>(smem4) + int64_t(p.stages) * STAGE_BYTES, m);
+
+  const BlockPos bp = block_pos(p);
+  const int64_t b = bp.row;
+  const Lane l = lane_of(p, bp);
+  const int npass = (l.rows + l.nrg - 1) / l.nrg;
+  const int T = p.T, ns = p.ns, N = p.N, R = p.R, nh = bp.nh, np = bp.np;
+  const int NH = p.nh, nps = a.nps, nstages = p.stages;
+  const int tid = threadIdx.x;
+  const uint64_t pol = evict_first_policy();
+  const int pch = (np + CH - 1) / CH;  // chunks per [np] segment
+
+  // ---- 1. window inputs (no slot needed), in flight with the slot read
+  int64_t slot = row_slot(p, b);
+  const int64_t acc = p.acc ? cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s) : 0;
+  {
+    const at_t* x = static_cast<const at_t*>(p.x);
+    const at_t* z = static_cast<const at_t*>(p.z);
+    const int segs = T * nh;  // segment (t, hl)
+    for (int i = tid; i < segs * pch * (p.z ? 2 : 1); i += KERNEL_THREADS) {
+      const bool isz = i >= segs * pch;
+      const int c = isz ? i - segs * pch : i;
+      const int sg = c / pch, c0 = (c - sg * pch) * CH, t = sg / nh, hl = sg - t * nh;
+      const int64_t src = b * (isz ? p.z_b : p.x_b) + t * (isz ? p.z_t : p.x_t) +
+                          int64_t(bp.h0 + hl) * (isz ? p.z_h : p.x_h) + bp.p0 + c0;
+      at_t* dst = (isz ? a.zs : a.xwin) + (t * NH + hl) * nps + c0;
+      cp_chunk<at_t>(dst, (isz ? z : x) + src, min(CH, np - c0), pol);
+    }
+    cp_async_commit();  // group W
+    const int nC = T * ns, nD = nh * T;
+    batched<4>(2 * nC + nD + 2 * nh,
+        [&](int i) -> float {
+          if (i < 2 * nC) {
+            const bool isB = i >= nC;
+            const int c = isB ? i - nC : i, t = c / ns, nn = c - t * ns;
+            if (nn >= N) return 0.f;
+            return isB ? ld_act<AD>(p.Bm, b * p.B_b + t * p.B_t + bp.g * p.B_g + nn)
+                       : ld_act<AD>(p.Cm, b * p.C_b + t * p.C_t + bp.g * p.C_g + nn);
+          }
+          i -= 2 * nC;
+          if (i < nD) { const int hl = i / T; return delta_of(p, b, i - hl * T, bp.h0 + hl); }
+          i -= nD;
+          return i < nh ? A_of(p, bp.h0 + i) : D_of(p, bp.h0 + i - nh);
+        },
+        [&](int i, float v) {
+          if (i < 2 * nC) { (i < nC ? a.Cs : a.Bw - nC)[i] = v; return; }
+          i -= 2 * nC;
+          if (i < nD) { a.dwin[i] = v; return; }  // [hl][t]
+          i -= nD;
+          (i < nh ? a.Ah : a.Dh - nh)[i] = v;
+        });
+  }
+
+  // ---- 2. cursor (async, group CUR) and the first stages − 1 passes
+  int32_t bits = 0;
+  if (check_slot(p, slot, &bits) != ROW_OK) {
+    cp_async_wait(0);
+    zero_outputs<AD>(p, bp, b, 0, T);  // the cursor kernel reports the status
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    return;
+  }
+  st_t* S = static_cast<st_t*>(p.state) + slot * p.st_s;
+  if (tid < CURSOR_FIELDS) cp_async4(a.cur + tid, p.cursor + slot * p.cur_s + tid);
+  cp_async_commit();
+  for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
+  cp_async_wait(nstages - 1);  // W and CUR (the passes may still fly)
+  __syncthreads();
+
+  StepPlan plan;
+  const int rs = plan_from_cursor(p, RingCursor{a.cur[0], a.cur[1], a.cur[2]}, acc, &plan, &bits);
+  // Every block has read the row's cursor: the cursor kernel (launched as a
+  // programmatic dependent) may be scheduled; it still waits for this grid
+  // to complete before it writes (griddepcontrol.wait).
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (rs != ROW_OK) {
+    cp_async_wait(0);
+    zero_outputs<AD>(p, bp, b, 0, T);
+    return;
+  }
+  const bool flush = plan.flush;
+  const int n = flush ? plan.fold_count : plan.hist_count;
+  const int rec_start = flush ? plan.fold_start : plan.hist_start;
+
+  // ---- 3. records (async, group REC): x_j, B_j (raw), δ_j
+  {
+    const at_t* rx = static_cast<const at_t*>(p.rx);
+    const at_t* rB = static_cast<const at_t*>(p.rB);
+    const int nX = n * nh * pch, bch = (ns + CH - 1) / CH, nB = n * bch, dch = (nh + 3) / 4;
+    const int total = nX + nB + n * dch;
+    for (int i = tid; i < total; i += KERNEL_THREADS) {
+      if (i < nX) {
+        const int sg = i / pch, c0 = (i - sg * pch) * CH, j = sg / nh, hl = sg - j * nh;
+        cp_chunk<at_t>(a.xh + (j * NH + hl) * nps + c0,
+                       rx + slot * p.rx_s + int64_t(ring_wrap(rec_start, j, R)) * p.rx_r +
+                           int64_t(bp.h0 + hl) * p.rx_h + bp.p0 + c0,
+                       min(CH, np - c0), pol);
+      } else if (i - nX < nB) {
+        const int k = i - nX, j = k / bch, c0 = (k - j * bch) * CH;
+        cp_chunk<at_t>(a.Bh + j * ns + c0,
+                       rB + slot * p.rB_s + int64_t(ring_wrap(rec_start, j, R)) * p.rB_r +
+                           int64_t(bp.g) * p.rB_g + c0,
+                       max(0, min(CH, N - c0)), pol);
+      } else {
+        const int k = i - nX - nB, j = k / dch, h4 = (k - j * dch) * 4;
+        cp_chunk<float>(a.dh + j * a.nhp + h4,
+                        p.rdt + slot * p.rdt_s + int64_t(ring_wrap(rec_start, j, R)) * p.rdt_r + bp.h0 + h4,
+                        min(4, nh - h4), pol);
+      }
+    }
+    cp_async_commit();
+  }
+
+  // appends (fire and forget; nothing in this launch reads them)
+  if (bp.hc == 0 && bp.pc == 0) {
+    for (int i = tid; i < T * N; i += KERNEL_THREADS) {
+      const int t = i / N, nn = i - t * N;
+      st_act<AD>(p.rB, slot * p.rB_s + ring_wrap(plan.append_start, t, R) * p.rB_r + bp.g * p.rB_g + nn,
+                 a.Bw[t * ns + nn]);
+    }
+  }
+  if (bp.pc == 0) {
+    for (int i = tid; i < T * nh; i += KERNEL_THREADS) {
+      const int t = i / nh, hl = i - t * nh;
+      p.rdt[slot * p.rdt_s + ring_wrap(plan.append_start, t, R) * p.rdt_r + bp.h0 + hl] = a.dwin[hl * T + t];
+    }
+  }
+  for (int i = tid; i < T * nh * np; i += KERNEL_THREADS) {
+    const int t = i / (nh * np), r = i - t * (nh * np), hl = r / np, pp = r - hl * np;
+    static_cast<at_t*>(p.rx)[slot * p.rx_s + ring_wrap(plan.append_start, t, R) * p.rx_r +
+                             int64_t(bp.h0 + hl) * p.rx_h + bp.p0 + pp] = a.xwin[(t * NH + hl) * nps + pp];
+  }
+
+  // ---- 4-5. a flush needs the fold weights before its first pass; otherwise
+  // the stream (S_0·C_t needs only C) runs on while the records land, and
+  // the coefficients are computed after pass q_rec.
+  const int q_rec = flush ? -1 : min(nstages - 1, npass - 1);
+  if (flush) {
+    cp_async_wait(0);
+    replay_coefficients<AD>(p, bp, flush, n, a);
+  }
+  for (int q = 0; q < npass; ++q) {
+    issue_pass<SD, VPL>(p, bp, l, S, q + nstages - 1, npass, stages, nstages, pol);
+    cp_async_wait(q <= nstages - 2 ? nstages : nstages - 1);  // pass q has landed (REC may be between)
+    replay_pass<SD, AD, VPL>(p, bp, l, S, flush, n, a, q, stage_slot<VPL>(stages, q % nstages, 0));
+    if (q == q_rec) {
+      cp_async_wait(q_rec + 1);  // REC (the q_rec + 1 later passes may still fly)
+      replay_coefficients<AD>(p, bp, flush, n, a);
+    }
   }
   __syncthreads();
 
-  // ---- 5. stream the state rows, two passes in flight
-  for (int q = 0; q < npass; q += 2) {
-    replay_pass<SD, AD, VPL, U>(p, bp, l, S, b, slot, flush, n, Cs, Bs, dec, xw, fdec, hist, zs,
-                                q, va);
-    if (q + 2 < npass) load_pass<SD, VPL, U>(p, bp, l, S, q + 2, !flush, va);
-    if (q + 1 >= npass) break;
-    replay_pass<SD, AD, VPL, U>(p, bp, l, S, b, slot, flush, n, Cs, Bs, dec, xw, fdec, hist, zs,
-                                q + 1, vb);
-    if (q + 3 < npass) load_pass<SD, VPL, U>(p, bp, l, S, q + 3, !flush, vb);
+  // ---- 6. outputs y_t = dec·(S C_t) + hist (coalesced over p)
+  for (int i = tid; i < T * nh * np; i += KERNEL_THREADS) {
+    const int t = i / (nh * np), r = i - t * (nh * np), hl = r / np, pp = r - hl * np;
+    float yv = fmaf(a.part[(t * NH + hl) * p.np + pp], a.dec[hl * T + t], a.hist[(hl * T + t) * p.np + pp]);
+    if (p.z) yv = silu_gate(yv, Traits<AD>::load(a.zs[(t * NH + hl) * nps + pp]));
+    st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(bp.h0 + hl) * p.y_h + bp.p0 + pp, yv);
   }
 }
 
