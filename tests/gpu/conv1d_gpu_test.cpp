@@ -199,7 +199,7 @@ TEST(Conv1dGpu, DeviceStatusReportsBadRows) {
   for (const Case& k : {Case{{-1, 7}, {1, 1}, "STATUS_BAD_SLOT"},
                         Case{{-1, 1}, {1, 4}, "STATUS_BAD_ACCEPTED"},
                         Case{{-1, 1}, {1, 0}, "STATUS_BAD_ACCEPTED"},
-                        Case{{0, 1}, {1, 2}, "STATUS_BAD_ACCEPTED"}}) {  // slot 0: nothing pending
+                        Case{{0, -1}, {2, 1}, "STATUS_BAD_ACCEPTED"}}) {  // slot 0: nothing pending
     const DeviceTensor dslot(index_tensor(k.slots)), dacc(index_tensor(k.accepted));
     conv1d_update(device_step(c, dx, d_weight, d_bias, dslot, dout), d_state, d_pending,
                   dacc.t(), ex);
