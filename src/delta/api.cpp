@@ -245,9 +245,11 @@ void check_index(const char* fn, const char* arg, const Tensor& t, int64_t n, co
   check::device(fn, arg, t, exec);
 }
 
+#if !defined(REPLAYSSM_WITH_CUDA)
 [[noreturn]] void no_cuda(const char* fn) {
   throw Error(fn, "exec", "this build of replayssm has no CUDA backend");
 }
+#endif
 
 std::vector<Tensor> pool_tensors(const DeltaPool& p) {
   return {p.state, p.ring_d, p.ring_k, p.ring_ks, p.ring_g, p.cursor};
