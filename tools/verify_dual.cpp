@@ -8,6 +8,7 @@
 //   keep    a row that does not flush keeps its checkpoint and read-copy bytes
 //   copy    the read copy of every live slot equals quant_pack(format,
 //           checkpoint) (rewritten by prefill and every flush)
+//   pad     slots no live row uses keep zero checkpoint and copy bytes
 #include <algorithm>
 #include <cstring>
 #include <random>
@@ -218,6 +219,15 @@ class DualRunner {
     for (size_t i = 0; i < pools_.size(); ++i) {
       const DualPool& p = pools_[i];
       const size_t rb = row_bytes(p.t[0]), cb = row_bytes(p.copy);
+      for (int64_t sl = 0; sl < SLOTS; ++sl) {  // slots no live row uses stay zero
+        if (std::find(slots_.begin(), slots_.end(), sl) != slots_.end()) continue;
+        const uint8_t* st = p.t[0].raw() + size_t(sl) * rb;
+        const uint8_t* cp = p.copy.raw() + size_t(sl) * cb;
+        if (std::any_of(st, st + rb, [](uint8_t v) { return v != 0; }) ||
+            std::any_of(cp, cp + cb, [](uint8_t v) { return v != 0; }))
+          fail(s, std::string(read_format_name(p.format)) + ": unused slot " + std::to_string(sl) +
+                      " was written");
+      }
       for (int64_t b = 0; b < ROWS; ++b) {
         const int64_t sl = slots_[size_t(b)];
         if (sl == PAD) continue;

@@ -8,7 +8,9 @@
 //
 // The functions mirror include/replayssm/{mamba2,delta,conv1d}.h with the
 // params structs flattened into keyword arguments. Pools are passed field by
-// field (state, ring tensors, cursor, L); absent optional tensors are None.
+// field (state, ring tensors, cursor, L; dual pools add read_copy and
+// read_format, GDN / KDA also ring_v and ring_beta); absent optional tensors
+// are None. Read formats are named bf16 | fp16 | fp8 | nvfp4.
 // Library errors (replayssm::Error) surface as replayssm.Error, a ValueError
 // carrying the library's message; the GIL is released while the library runs.
 #include "convert.h"

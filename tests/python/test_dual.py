@@ -16,8 +16,9 @@ DH, HV, K, V = 2, 2, 32, 8         # GDN / KDA tiles [V, K]
 S, L, T_MAX = 5, 4, 2
 FORMATS = ("bf16", "fp16", "fp8", "nvfp4")
 # Relative L2 error of a dual pool's outputs against the plain pool's (the
-# state read through the copy): about the format's relative rounding.
-OUT_TOL = {"bf16": 2e-2, "fp16": 3e-3, "fp8": 1e-1, "nvfp4": 3e-1}
+# state read through the copy): about 3x the measured error (bf16 1.7e-3,
+# fp16 2.2e-4, fp8 3.0e-2, nvfp4 9.5e-2 on these inputs).
+OUT_TOL = {"bf16": 6e-3, "fp16": 1e-3, "fp8": 8e-2, "nvfp4": 2.5e-1}
 # (T, commit_all) per step: plain decode and speculative windows; with L = 4
 # rows flush every few steps.
 SCHEDULE = [(1, True), (2, False), (2, False), (1, False), (1, True), (2, True), (1, True),
