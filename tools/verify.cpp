@@ -20,10 +20,14 @@
 //            cursors are bit-identical
 //   mat      materialise (whenever nothing is pending) equals the standard
 //            state and writes nothing
+// Then, on the reference and cpu backends, the dual-precision invariants of
+// tools/verify_dual.cpp (one extra line per family; skipped with a note on
+// cuda, which has no dual pools).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 
 #include "common.h"
 #include "core/ring.h"
@@ -39,6 +43,7 @@ struct Options {
   int64_t L = 0;  // 0 = preset default
   bool quick = false;
   bool verbose = false;
+  bool dual = true;
   DType state = DType::f32, act = DType::f32;
   uint64_t seed = 1;
 };
@@ -474,18 +479,55 @@ std::vector<Preset> shapes_for(Family f, bool quick) {
   return out;
 }
 
+// Dual-precision checks of family f on the headline preset at TP = 8; one
+// PASS/FAIL line.
+bool verify_dual_family(Family f, const Options& o) {
+  const double t0 = now_seconds();
+  const std::vector<Preset> list = shapes_for(f, true);
+  DualResult r;
+  std::string shape = "-";
+  int64_t L = o.L;
+  try {
+    if (list.empty()) throw std::runtime_error("no shape");
+    shape = shape_str(list[0]);
+    if (L == 0) L = list[0].L;
+    const uint64_t seed = o.seed * 1000003u + 104729u + uint64_t(f);
+    auto fc = make_case(list[0], o.act, Device::cpu, seed);
+    r = verify_dual(*fc, o.backend, o.state, o.act, L, o.steps, seed);
+  } catch (const std::exception& e) {
+    r.failure_count = 1;
+    r.failures = {std::string("exception: ") + e.what()};
+  }
+  const bool ok = r.failure_count == 0;
+  std::printf("%s %-6s dual backend=%s shape=%s formats=bf16,f16,fp8,nvfp4 steps=%lld L=%lld  "
+              "ckpt identical across formats (%lld), non-flush rows keep ckpt+copy (%lld), "
+              "copy == quant_pack(ckpt) (%lld)  flushes=%lld  %.1fs\n",
+              ok ? "PASS" : "FAIL", family_name(f), backend_name(o.backend), shape.c_str(),
+              (long long)o.steps, (long long)L, (long long)r.ckpt_checks, (long long)r.keep_checks,
+              (long long)r.copy_checks, (long long)r.flushes, now_seconds() - t0);
+  for (const std::string& m : r.failures) std::printf("      %s\n", m.c_str());
+  if (r.failure_count > int64_t(r.failures.size()))
+    std::printf("      ... %lld failures in all\n", (long long)r.failure_count);
+  std::fflush(stdout);
+  return ok;
+}
+
 }  // namespace
 
 const char* VERIFY_USAGE =
     "usage: replayssm verify [--backend reference|cpu|cuda] [--family mamba2|gdn|kda|all]\n"
     "                        [--steps N] [--L N] [--quick] [--state fp32|fp16|bf16]\n"
-    "                        [--act fp32|fp16|bf16] [--seed N] [--verbose]\n"
+    "                        [--act fp32|fp16|bf16] [--seed N] [--no-dual] [--verbose]\n"
     "\n"
     "Checks the invariants of design/replay.md §5 on one backend at the model\n"
     "shapes of §6 (3 rows + 1 pad row, random ring starts, plain and speculative\n"
     "steps with random acceptances) against the standard recurrence computed by\n"
     "the reference backend. Prints one PASS/FAIL line per family; exits 1 on any\n"
-    "failure.\n"
+    "failure. On the reference and cpu backends a second line per family checks\n"
+    "dual-precision pools (one per read format bf16, f16, fp8, nvfp4, same\n"
+    "schedule, headline shape at TP = 8): checkpoints identical across formats,\n"
+    "non-flushing steps leave checkpoint and read copy unchanged, the copy equals\n"
+    "quant_pack of the checkpoint. The cuda backend skips them with a note.\n"
     "\n"
     "  --backend   backend under test (default cpu)\n"
     "  --family    family to check (default all)\n"
@@ -495,16 +537,19 @@ const char* VERIFY_USAGE =
     "  --state     checkpoint dtype (default fp32)\n"
     "  --act       activation dtype of inputs and outputs (default fp32)\n"
     "  --seed      random seed (default 1)\n"
+    "  --no-dual   skip the dual-precision checks\n"
     "  --verbose   one line per shape and the first failures of each\n";
 
 int verify_main(int argc, char** argv) {
-  Args a(argc, argv, 1, {"--quick", "--verbose"});
-  a.only({"--backend", "--family", "--steps", "--L", "--quick", "--state", "--act", "--seed", "--verbose"});
+  Args a(argc, argv, 1, {"--quick", "--verbose", "--no-dual"});
+  a.only({"--backend", "--family", "--steps", "--L", "--quick", "--state", "--act", "--seed", "--verbose",
+          "--no-dual"});
   Options o;
   o.backend = parse_backend(a.str("--backend", "cpu"));
   o.family = a.str("--family", "all");
   o.quick = a.has("--quick");
   o.verbose = a.has("--verbose");
+  o.dual = !a.has("--no-dual");
   o.steps = a.integer("--steps", o.quick ? 16 : 40);
   o.L = a.integer("--L", o.quick ? 8 : 0);
   o.state = parse_dtype(a.str("--state", "fp32"), "--state");
@@ -574,7 +619,11 @@ int verify_main(int argc, char** argv) {
                 (long long)o.steps, (long long)(o.L ? o.L : 16), agg.out, agg.ckpt, agg.mat, agg.prefill, tol,
                 (long long)agg.flushes, (long long)agg.spec_steps, now_seconds() - t0);
     std::fflush(stdout);
+    if (o.dual && o.backend != Backend::cuda) all_ok = verify_dual_family(f, o) && all_ok;
   }
+  if (o.dual && o.backend == Backend::cuda)
+    std::printf("note: dual-precision checks skipped on the cuda backend (dual pools and shared "
+                "decode run on the reference and cpu backends only; docs/dual_precision.md)\n");
   return all_ok ? 0 : 1;
 }
 

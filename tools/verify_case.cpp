@@ -5,6 +5,7 @@
 
 #include "common.h"
 #include "replayssm/delta.h"
+#include "replayssm/dual.h"
 #include "replayssm/mamba2.h"
 
 namespace replayssm::tools {
@@ -51,6 +52,10 @@ class Mamba2Case final : public FamilyCase {
             {"ring_B", act_, {p_.G, p_.N}}};
   }
   int64_t ring_length(int64_t L, int64_t T_max) const override { return mamba2_ring_length(L, T_max); }
+  std::vector<RingSpec> dual_rings() const override { return {}; }
+  int64_t tile_bytes(ReadFormat f) const override {
+    return mamba2_tile_bytes(f, Mamba2Shape{p_.H, p_.P, p_.N, p_.G});
+  }
 
   void decode(const StepArgs& a, const Tensor& state, const Exec& e) override {
     mamba2_decode(step(a, e), state, e);
@@ -110,6 +115,8 @@ class Mamba2Case final : public FamilyCase {
     m.ring_B = p.t[3];
     m.cursor = p.t[4];
     m.L = p.L;
+    m.read_copy = p.read_copy;
+    m.read_format = p.read_format;
     return m;
   }
   Preset p_;
@@ -150,6 +157,12 @@ class DeltaCase final : public FamilyCase {
             {"ring_g", DType::f32, g_inner}};
   }
   int64_t ring_length(int64_t L, int64_t T_max) const override { return delta_ring_length(L, T_max); }
+  std::vector<RingSpec> dual_rings() const override {
+    return {{"ring_v", act_, {p_.HV, p_.V}}, {"ring_beta", DType::f32, {p_.HV}}};
+  }
+  int64_t tile_bytes(ReadFormat f) const override {
+    return delta_tile_bytes(f, DeltaShape{p_.H, p_.HV, p_.K, p_.V});
+  }
 
   void decode(const StepArgs& a, const Tensor& state, const Exec& e) override {
     delta_decode(f_, step(a, e), state, e);
@@ -207,6 +220,12 @@ class DeltaCase final : public FamilyCase {
     d.ring_g = p.t[4];
     d.cursor = p.t[5];
     d.L = p.L;
+    d.read_copy = p.read_copy;
+    d.read_format = p.read_format;
+    if (p.dual.size() == 2) {
+      d.ring_v = p.dual[0];
+      d.ring_beta = p.dual[1];
+    }
     return d;
   }
   Preset p_;

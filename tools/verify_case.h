@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "presets.h"
+#include "replayssm/quant.h"
 #include "replayssm/types.h"
 
 namespace replayssm::tools {
@@ -40,6 +41,11 @@ struct StepArgs {
 struct PoolArgs {
   std::vector<Tensor> t;  // state, rings (order of rings()), cursor
   int64_t L = 16;
+  // Dual pools (docs/dual_precision.md): the read copy [S, heads, tile_bytes]
+  // u8 and the extra records of dual_rings(); absent = single precision.
+  Tensor read_copy;
+  ReadFormat read_format = ReadFormat::bf16;
+  std::vector<Tensor> dual;
 };
 
 class FamilyCase {
@@ -52,6 +58,10 @@ class FamilyCase {
   virtual std::vector<int64_t> state_inner() const = 0;
   virtual std::vector<RingSpec> rings() const = 0;
   virtual int64_t ring_length(int64_t L, int64_t T_max) const = 0;
+  // Dual mode: records a dual pool adds (GDN / KDA: ring_v, ring_beta) and
+  // the bytes of one packed (slot, head) tile; tiles are state_inner()[1:].
+  virtual std::vector<RingSpec> dual_rings() const = 0;
+  virtual int64_t tile_bytes(ReadFormat format) const = 0;
 
   // Thin wrappers over the public API (parameters held by the case; the
   // host or device copy is picked by exec.backend).
@@ -65,6 +75,19 @@ class FamilyCase {
   virtual void materialize(const PoolArgs& p, const Tensor& slot, int64_t pad, const Tensor& out,
                            const Exec& e) = 0;
 };
+
+// Dual-precision checks of `replayssm verify` (tools/verify_dual.cpp): one
+// pool per read format through the same random schedule on a CPU backend.
+struct DualResult {
+  int64_t flushes = 0;      // row flushes (per format)
+  int64_t ckpt_checks = 0;  // checkpoint + cursor comparisons across formats
+  int64_t keep_checks = 0;  // non-flush rows whose checkpoint and copy were compared
+  int64_t copy_checks = 0;  // copies compared with quant_pack of the checkpoint
+  std::vector<std::string> failures;
+  int64_t failure_count = 0;
+};
+DualResult verify_dual(FamilyCase& fc, Backend backend, DType state, DType act, int64_t L,
+                       int64_t steps, uint64_t seed);
 
 // Parameters (A, dt_bias, D / A_log, dt_bias) are drawn from `seed` and
 // mirrored on `where`. act: dtype of x, B, C, z / q, k, v.

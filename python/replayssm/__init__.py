@@ -10,7 +10,8 @@ call the extension directly. See docs/python.md and docs/integration.md.
                              materialize, flush, copy_slot, reset_slot
     replayssm.delta_*        the same for GDN / KDA (family='gdn' | 'kda')
     replayssm.conv1d_*       causal conv1d update (with rollback) and prefill
-    replayssm.*_pool         pool allocation; *_bytes_per_row sizing
+    replayssm.*_pool         pool allocation (read_format=...: dual pools); *_bytes_per_row
+    replayssm.*_decode_shared  shared-precision decode on a packed state (*_shared_state)
     replayssm.adapters       vLLM-compatible entry points
 """
 from __future__ import annotations
@@ -20,17 +21,22 @@ import sys as _sys
 from . import _C
 from ._C import Error, cuda_available
 from ._api import (conv1d_prefill, conv1d_update, delta_commit, delta_copy_slot, delta_decode,
-                   delta_flush, delta_materialize, delta_prefill, delta_replay_step,
-                   delta_reset_slot, delta_snapshot_decode, mamba2_commit, mamba2_copy_slot,
-                   mamba2_decode, mamba2_flush, mamba2_materialize, mamba2_prefill,
-                   mamba2_replay_step, mamba2_reset_slot, mamba2_snapshot_decode)
+                   delta_decode_shared, delta_flush, delta_materialize, delta_prefill,
+                   delta_replay_step, delta_reset_slot, delta_snapshot_decode, mamba2_commit,
+                   mamba2_copy_slot, mamba2_decode, mamba2_decode_shared, mamba2_flush,
+                   mamba2_materialize, mamba2_prefill, mamba2_replay_step, mamba2_reset_slot,
+                   mamba2_snapshot_decode)
 from ._dispatch import load_torch_ops
 from .pools import (Conv1dPool, DeltaPool, Mamba2Pool, conv1d_pool, delta_bytes_per_row,
-                    delta_pool, mamba2_bytes_per_row, mamba2_pool)
+                    delta_pool, delta_shared_state, mamba2_bytes_per_row, mamba2_pool,
+                    mamba2_shared_state)
 
 __version__ = "0.1.0"
 
 ring_length = _C.mamba2_ring_length  # R = L + T_max (the same for every family)
+mamba2_tile_bytes = _C.mamba2_tile_bytes  # bytes of one packed (slot, head) tile
+delta_tile_bytes = _C.delta_tile_bytes
+READ_FORMATS = ("bf16", "fp16", "fp8", "nvfp4")
 conv1d_state_rows = _C.conv1d_state_rows  # W - 1 + T_max
 
 
@@ -62,7 +68,9 @@ if "torch" in _sys.modules:  # torch already loaded: register the custom ops now
 __all__ = [
     "Error", "cuda_available", "check_device_status", "load_torch_ops", "ring_length",
     "conv1d_state_rows", "Mamba2Pool", "DeltaPool", "Conv1dPool", "mamba2_pool", "delta_pool",
-    "conv1d_pool", "mamba2_bytes_per_row", "delta_bytes_per_row",
+    "conv1d_pool", "mamba2_bytes_per_row", "delta_bytes_per_row", "mamba2_shared_state",
+    "delta_shared_state", "mamba2_tile_bytes", "delta_tile_bytes", "READ_FORMATS",
+    "mamba2_decode_shared", "delta_decode_shared",
     "mamba2_decode", "mamba2_snapshot_decode", "mamba2_prefill", "mamba2_replay_step",
     "mamba2_commit", "mamba2_materialize", "mamba2_flush", "mamba2_copy_slot",
     "mamba2_reset_slot", "delta_decode", "delta_snapshot_decode", "delta_prefill",

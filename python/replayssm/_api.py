@@ -170,6 +170,30 @@ def mamba2_reset_slot(pool: Mamba2Pool, slot: Array, *, pad_slot_id: int = -1, b
             pool.state)
 
 
+def mamba2_decode_shared(x: Array, dt: Array, A: Array, B: Array, C: Array,
+                         packed_state: Array, slot: Array, *, format: str,
+                         stochastic: bool = False, seed: int = 0, step: int = 0, z=None,
+                         dt_bias=None, D=None, dt_softplus: bool = True, pad_slot_id: int = -1,
+                         y=None, backend=None, stream=None, num_threads: int = 0,
+                         device_status=None) -> Array:
+    """Shared-precision decode: standard decode on a packed state; returns y.
+
+    packed_state uint8 [S, H, mamba2_tile_bytes(format)] (see
+    mamba2_shared_state), format 'bf16' | 'fp16' | 'fp8' | 'nvfp4'. Each row's
+    tiles are decoded, the T tokens applied (reference fp64, cpu fp32) and the
+    state re-encoded: round to nearest even, or with stochastic=True
+    stochastic rounding from a hash of (seed, slot·H + head, step, element).
+    Reference and cpu backends only; no torch custom op (tensors go through
+    DLPack directly). Other shapes as mamba2_decode.
+    """
+    y = _d.empty_like(x) if y is None else y
+    kw = dict(x=x, dt=dt, B=B, C=C, A=A, y=y, slot=slot, z=z, dt_bias=dt_bias, D=D,
+              dt_softplus=dt_softplus, pad_slot_id=pad_slot_id, packed_state=packed_state,
+              format=format, stochastic=bool(stochastic), seed=int(seed), step=int(step))
+    _d.call("mamba2_decode_shared", _exec(kw, backend, stream, num_threads, device_status), x)
+    return y
+
+
 # ---- GDN / KDA ---------------------------------------------------------------
 
 
@@ -290,6 +314,23 @@ def delta_reset_slot(pool: DeltaPool, slot, *, pad_slot_id=-1, backend=None, str
     kw = dict(family=pool.family, slot=slot, pad_slot_id=pad_slot_id, **_delta_pool(pool))
     _d.call("delta_reset_slot", _exec(kw, backend, stream, num_threads, device_status),
             pool.state)
+
+
+def delta_decode_shared(family: str, q, k, v, g, beta, packed_state, slot, *, format: str,
+                        stochastic: bool = False, seed: int = 0, step: int = 0, A_log=None,
+                        dt_bias=None, raw_gate=True, raw_beta=True, l2norm_qk=True,
+                        q_scale=0.0, pad_slot_id=-1, o=None, backend=None, stream=None,
+                        num_threads=0, device_status=None) -> Array:
+    """Shared-precision GDN / KDA decode on packed_state uint8
+    [S, HV, delta_tile_bytes(format)] (tiles [V, K]); see mamba2_decode_shared
+    (tile id slot·HV + head). Shapes as delta_decode; returns o."""
+    o = _o(o, q, v)
+    kw = _gating(dict(family=family, q=q, k=k, v=v, g=g, beta=beta, o=o, slot=slot,
+                      packed_state=packed_state, format=format, stochastic=bool(stochastic),
+                      seed=int(seed), step=int(step)),
+                 A_log, dt_bias, raw_gate, raw_beta, l2norm_qk, q_scale, pad_slot_id)
+    _d.call("delta_decode_shared", _exec(kw, backend, stream, num_threads, device_status), q)
+    return o
 
 
 # ---- conv1d --------------------------------------------------------------------

@@ -72,10 +72,18 @@ def load_torch_ops() -> None:
         _torch, _ops_loaded = torch, True
 
 
+# Calls that have no torch custom op: the dual / shared precision modes (CPU
+# backends only). Torch tensors in them go straight to _C through DLPack, like
+# numpy arrays (eager only: torch.compile and CUDA graphs do not see them).
+_NO_TORCH_OP = ("mamba2_decode_shared", "delta_decode_shared")
+_DUAL_FIELDS = ("read_copy", "ring_v", "ring_beta")
+
+
 def call(name: str, kw: Dict[str, Any], first: Any) -> None:
     """Run operation `name` with keyword arguments `kw` (names as in _C).
     `first` is a representative array (framework, device)."""
-    if is_torch(first):
+    direct = name in _NO_TORCH_OP or any(kw.get(k) is not None for k in _DUAL_FIELDS)
+    if is_torch(first) and not direct:
         if not _ops_loaded:
             load_torch_ops()
         if kw.get("backend") is None:

@@ -12,6 +12,12 @@ T_max tokens per row per step, R = L + T_max ring entries, W conv width.
 
 Arrays are numpy (``lib="numpy"``, CPU; fp32 / fp16 only since numpy has no
 bf16), torch (``lib="torch"``, any device) or cupy (``lib="cupy"``).
+
+Dual precision (docs/dual_precision.md): ``read_format="bf16" | "fp16" |
+"fp8" | "nvfp4"`` adds a packed read copy of the checkpoint (uint8
+[S, heads, tile_bytes], one tile per (slot, head)) and, for GDN / KDA, the
+records ``ring_v`` / ``ring_beta`` a flush needs. Shared mode keeps one packed
+state (``*_shared_state``). Both run on the reference and cpu backends only.
 """
 from __future__ import annotations
 
@@ -20,7 +26,8 @@ from typing import Any, Dict, List, Optional, Union
 
 from . import _C
 
-_NP = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "i32": "int32"}
+_NP = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "i32": "int32",
+       "u8": "uint8"}
 
 
 def _norm(dtype: Any) -> str:
@@ -57,6 +64,37 @@ def _alloc(lib: str, layers: Optional[int], shape, dtype: str, device: Any) -> L
     return [buf[i] for i in range(layers)]
 
 
+_ALIGN = 64  # packed tiles need 16-byte aligned rows; numpy only guarantees 16
+
+
+def _tile_bytes(fn: str, func, read_format: str, **shape) -> int:
+    """Packed tile bytes; an unknown format is reported as `fn`'s read_format."""
+    try:
+        return func(format=read_format, **shape)
+    except _C.Error as e:
+        msg = str(e)
+        if "argument 'format'" not in msg:
+            raise
+        raise _C.Error(f"{fn}: argument 'read_format': {msg.split(': ', 2)[-1]}") from None
+
+
+def _alloc_packed(lib: str, layers: Optional[int], shape, device: Any) -> List[Any]:
+    """Like _alloc for uint8 packed tiles [.., tile_bytes], the data 64-byte aligned."""
+    full = shape if layers is None else (layers, *shape)
+    if lib != "numpy":
+        bufs = [_zeros(lib, full, "u8", device)]
+    else:
+        import numpy  # noqa: PLC0415
+
+        n = 1
+        for d in full:
+            n *= int(d)
+        raw = numpy.zeros(n + _ALIGN, dtype=numpy.uint8)
+        off = (-raw.ctypes.data) % _ALIGN
+        bufs = [raw[off:off + n].reshape(full)]
+    return bufs if layers is None else [bufs[0][i] for i in range(layers)]
+
+
 @dataclass
 class Mamba2Pool:
     """Mamba-2 pool. A baseline pool has only ``state``.
@@ -68,6 +106,8 @@ class Mamba2Pool:
     cursor  [S, 3]        int32 {start, count, pending}
     L                     history capacity (R >= L + T for every step)
     A       [H]           fp32 A of the layer: needed by flush / materialize
+    read_copy [S, H, tile_bytes] uint8  dual pools: packed copy of the checkpoint
+    read_format           'bf16' | 'fp16' | 'fp8' | 'nvfp4' (with read_copy)
     """
 
     state: Any
@@ -77,14 +117,23 @@ class Mamba2Pool:
     cursor: Any = None
     L: int = 16
     A: Any = None
+    read_copy: Any = None
+    read_format: Optional[str] = None
 
     @property
     def is_replay(self) -> bool:
         return self.cursor is not None
 
+    @property
+    def is_dual(self) -> bool:
+        return self.read_copy is not None
+
     def fields(self) -> Dict[str, Any]:
-        return {"state": self.state, "ring_x": self.ring_x, "ring_dt": self.ring_dt,
-                "ring_B": self.ring_B, "cursor": self.cursor, "L": self.L}
+        f = {"state": self.state, "ring_x": self.ring_x, "ring_dt": self.ring_dt,
+             "ring_B": self.ring_B, "cursor": self.cursor, "L": self.L}
+        if self.read_copy is not None:
+            f.update(read_copy=self.read_copy, read_format=self.read_format or "bf16")
+        return f
 
 
 @dataclass
@@ -98,6 +147,10 @@ class DeltaPool:
     ring_g  GDN [S, R, HV], KDA [S, R, HV, K]  log-decay records, fp32
     cursor  [S, 3]                   int32 {start, count, pending}
     family  'gdn' | 'kda'
+    read_copy [S, HV, tile_bytes]    uint8, dual pools: packed copy of the checkpoint
+    read_format                      'bf16' | 'fp16' | 'fp8' | 'nvfp4' (with read_copy)
+    ring_v  [S, R, HV, V]            dual pools: v records, dtype of v
+    ring_beta [S, R, HV]             dual pools: β records (after sigmoid), fp32
     """
 
     state: Any
@@ -108,15 +161,30 @@ class DeltaPool:
     cursor: Any = None
     L: int = 16
     family: str = "gdn"
+    read_copy: Any = None
+    read_format: Optional[str] = None
+    ring_v: Any = None
+    ring_beta: Any = None
 
     @property
     def is_replay(self) -> bool:
         return self.cursor is not None
 
+    @property
+    def is_dual(self) -> bool:
+        return self.read_copy is not None
+
     def fields(self) -> Dict[str, Any]:
-        return {"state": self.state, "ring_d": self.ring_d, "ring_k": self.ring_k,
-                "ring_ks": self.ring_ks, "ring_g": self.ring_g, "cursor": self.cursor,
-                "L": self.L}
+        f = {"state": self.state, "ring_d": self.ring_d, "ring_k": self.ring_k,
+             "ring_ks": self.ring_ks, "ring_g": self.ring_g, "cursor": self.cursor,
+             "L": self.L}
+        if self.read_copy is not None:
+            f.update(read_copy=self.read_copy, read_format=self.read_format or "bf16")
+        if self.ring_v is not None:
+            f["ring_v"] = self.ring_v
+        if self.ring_beta is not None:
+            f["ring_beta"] = self.ring_beta
+        return f
 
 
 @dataclass
@@ -133,15 +201,24 @@ class Conv1dPool:
 
 def mamba2_pool(slots: int, H: int, P: int, N: int, G: int, *, L: int = 16, T_max: int = 1,
                 state_dtype: Any = "fp32", act_dtype: Any = "bf16", replay: bool = True,
-                A: Any = None, lib: str = "numpy", device: Any = None,
+                A: Any = None, read_format: Optional[str] = None, lib: str = "numpy",
+                device: Any = None,
                 layers: Optional[int] = None) -> Union[Mamba2Pool, List[Mamba2Pool]]:
     """Zeroed Mamba-2 pool for `slots` slots (all slots empty).
 
     replay=False gives a baseline pool (state only). With `layers`, returns a
     list of per-layer pools viewing layer-major buffers [layers, slots, ...].
+    read_format ('bf16' | 'fp16' | 'fp8' | 'nvfp4') makes a dual pool: a read
+    copy uint8 [slots, H, mamba2_tile_bytes] (replay pools only; reference /
+    cpu backends only).
     """
     sd, ad = _norm(state_dtype), _norm(act_dtype)
     R = _C.mamba2_ring_length(L=L, T_max=T_max)
+    if read_format is not None and not replay:
+        raise _C.Error("mamba2_pool: argument 'read_format': a read copy needs a replay pool "
+                       "(replay=True), got replay=False")
+    tile = (None if read_format is None else
+            _tile_bytes("mamba2_pool", _C.mamba2_tile_bytes, read_format, H=H, P=P, N=N, G=G))
     st = _alloc(lib, layers, (slots, H, P, N), sd, device)
     n = len(st)
     if not replay:
@@ -150,19 +227,28 @@ def mamba2_pool(slots: int, H: int, P: int, N: int, G: int, *, L: int = 16, T_ma
     rdt = _alloc(lib, layers, (slots, R, H), "fp32", device)
     rb = _alloc(lib, layers, (slots, R, G, N), ad, device)
     cur = _alloc(lib, layers, (slots, 3), "i32", device)
-    return _one([Mamba2Pool(st[i], rx[i], rdt[i], rb[i], cur[i], L, A) for i in range(n)], layers)
+    rc = [None] * n if tile is None else _alloc_packed(lib, layers, (slots, H, tile), device)
+    return _one([Mamba2Pool(st[i], rx[i], rdt[i], rb[i], cur[i], L, A, rc[i], read_format)
+                 for i in range(n)], layers)
 
 
 def delta_pool(family: str, slots: int, H: int, HV: int, K: int, V: int, *, L: int = 16,
                T_max: int = 1, state_dtype: Any = "fp32", act_dtype: Any = "bf16",
-               d_dtype: Any = "fp32", replay: bool = True, lib: str = "numpy",
-               device: Any = None,
+               d_dtype: Any = "fp32", replay: bool = True, read_format: Optional[str] = None,
+               lib: str = "numpy", device: Any = None,
                layers: Optional[int] = None) -> Union[DeltaPool, List[DeltaPool]]:
-    """Zeroed GDN / KDA pool (family 'gdn' | 'kda'); see mamba2_pool."""
+    """Zeroed GDN / KDA pool (family 'gdn' | 'kda'); see mamba2_pool.
+    read_format makes a dual pool: read copy uint8 [slots, HV, delta_tile_bytes],
+    ring_v [slots, R, HV, V] (act_dtype) and ring_beta [slots, R, HV] fp32."""
     if family not in ("gdn", "kda"):
         raise _C.Error(f"delta_pool: argument 'family': expected gdn | kda, got '{family}'")
     sd, ad, dd = _norm(state_dtype), _norm(act_dtype), _norm(d_dtype)
     R = _C.delta_ring_length(L=L, T_max=T_max)
+    if read_format is not None and not replay:
+        raise _C.Error("delta_pool: argument 'read_format': a read copy needs a replay pool "
+                       "(replay=True), got replay=False")
+    tile = (None if read_format is None else
+            _tile_bytes("delta_pool", _C.delta_tile_bytes, read_format, H=H, HV=HV, K=K, V=V))
     st = _alloc(lib, layers, (slots, HV, V, K), sd, device)
     n = len(st)
     if not replay:
@@ -173,8 +259,32 @@ def delta_pool(family: str, slots: int, H: int, HV: int, K: int, V: int, *, L: i
     g_shape = (slots, R, HV) if family == "gdn" else (slots, R, HV, K)
     rg = _alloc(lib, layers, g_shape, "fp32", device)
     cur = _alloc(lib, layers, (slots, 3), "i32", device)
-    return _one([DeltaPool(st[i], rd[i], rk[i], rks[i], rg[i], cur[i], L, family)
-                 for i in range(n)], layers)
+    if tile is None:
+        return _one([DeltaPool(st[i], rd[i], rk[i], rks[i], rg[i], cur[i], L, family)
+                     for i in range(n)], layers)
+    rc = _alloc_packed(lib, layers, (slots, HV, tile), device)
+    rv = _alloc(lib, layers, (slots, R, HV, V), ad, device)
+    rbeta = _alloc(lib, layers, (slots, R, HV), "fp32", device)
+    return _one([DeltaPool(st[i], rd[i], rk[i], rks[i], rg[i], cur[i], L, family, rc[i],
+                           read_format, rv[i], rbeta[i]) for i in range(n)], layers)
+
+
+def mamba2_shared_state(slots: int, H: int, P: int, N: int, G: int, *, format: str,
+                        lib: str = "numpy", device: Any = None,
+                        layers: Optional[int] = None) -> Union[Any, List[Any]]:
+    """Zeroed packed state of the shared mode, uint8 [slots, H, mamba2_tile_bytes]
+    (one tile [P, N] per (slot, head)); see mamba2_decode_shared. Zero bytes
+    decode to a zero state in every format."""
+    tile = _C.mamba2_tile_bytes(format=format, H=H, P=P, N=N, G=G)
+    return _one(_alloc_packed(lib, layers, (slots, H, tile), device), layers)
+
+
+def delta_shared_state(slots: int, H: int, HV: int, K: int, V: int, *, format: str,
+                       lib: str = "numpy", device: Any = None,
+                       layers: Optional[int] = None) -> Union[Any, List[Any]]:
+    """Zeroed packed GDN / KDA state, uint8 [slots, HV, delta_tile_bytes] (tiles [V, K])."""
+    tile = _C.delta_tile_bytes(format=format, H=H, HV=HV, K=K, V=V)
+    return _one(_alloc_packed(lib, layers, (slots, HV, tile), device), layers)
 
 
 def conv1d_pool(slots: int, dim: int, W: int, *, T_max: int = 1, dtype: Any = "bf16",
@@ -193,10 +303,16 @@ def _one(pools: list, layers: Optional[int]):
 
 def mamba2_bytes_per_row(H: int, P: int, N: int, G: int, *, mode: str = "replay",
                          state_dtype: Any = "fp32", act_dtype: Any = "bf16", L: int = 16,
-                         T_max: int = 1) -> int:
+                         T_max: int = 1, read_format: str = "bf16") -> int:
     """Bytes one slot of one layer occupies. mode: 'replay' (checkpoint, ring,
-    cursor), 'snapshot' (1 + drafts = T_max full states) or 'baseline' (one state)."""
+    cursor), 'snapshot' (1 + drafts = T_max full states), 'baseline' (one
+    state), 'dual' (replay + read copy in read_format) or 'shared' (one packed
+    state in read_format)."""
     sd = _norm(state_dtype)
+    if mode in ("dual", "shared"):
+        return _C.mamba2_state_bytes_per_row(mode=mode, H=H, P=P, N=N, G=G, state_dtype=sd,
+                                             read_format=read_format,
+                                             act_dtype=_norm(act_dtype), L=L, T_max=T_max)
     if mode == "replay":
         return _C.mamba2_replay_bytes_per_row(H=H, P=P, N=N, G=G, state_dtype=sd,
                                               act_dtype=_norm(act_dtype), L=L, T_max=T_max)
@@ -206,9 +322,16 @@ def mamba2_bytes_per_row(H: int, P: int, N: int, G: int, *, mode: str = "replay"
 
 def delta_bytes_per_row(family: str, H: int, HV: int, K: int, V: int, *, mode: str = "replay",
                         state_dtype: Any = "fp32", act_dtype: Any = "bf16",
-                        d_dtype: Any = "fp32", L: int = 16, T_max: int = 1) -> int:
-    """Bytes one slot of one layer occupies; see mamba2_bytes_per_row."""
+                        d_dtype: Any = "fp32", L: int = 16, T_max: int = 1,
+                        read_format: str = "bf16") -> int:
+    """Bytes one slot of one layer occupies; see mamba2_bytes_per_row (the
+    'dual' mode also counts the v and β records of every ring entry)."""
     sd = _norm(state_dtype)
+    if mode in ("dual", "shared"):
+        return _C.delta_state_bytes_per_row(mode=mode, family=family, H=H, HV=HV, K=K, V=V,
+                                            state_dtype=sd, read_format=read_format,
+                                            act_dtype=_norm(act_dtype), d_dtype=_norm(d_dtype),
+                                            L=L, T_max=T_max)
     if mode == "replay":
         return _C.delta_replay_bytes_per_row(family=family, H=H, HV=HV, K=K, V=V, state_dtype=sd,
                                              act_dtype=_norm(act_dtype), d_dtype=_norm(d_dtype),

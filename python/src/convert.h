@@ -11,6 +11,7 @@
 #include <string>
 
 #include "replayssm/delta.h"
+#include "replayssm/dual.h"
 #include "replayssm/types.h"
 
 namespace nb = nanobind;
@@ -82,6 +83,22 @@ inline DType dtype_from_name(const char* fn, const char* arg, const std::string&
   if (s == "fp16" || s == "f16" || s == "float16" || s == "half") return DType::f16;
   if (s == "bf16" || s == "bfloat16") return DType::bf16;
   throw Error(fn, arg, "expected dtype name fp32 | fp16 | bf16, got '" + s + "'");
+}
+
+// Read-copy / packed-state formats (dual and shared modes).
+inline ReadFormat read_format_from_name(const char* fn, const char* arg, const std::string& s) {
+  if (s == "bf16" || s == "bfloat16") return ReadFormat::bf16;
+  if (s == "fp16" || s == "f16" || s == "float16") return ReadFormat::f16;
+  if (s == "fp8" || s == "fp8_e4m3" || s == "e4m3") return ReadFormat::fp8_e4m3;
+  if (s == "nvfp4") return ReadFormat::nvfp4;
+  throw Error(fn, arg, "expected read format bf16 | fp16 | fp8 | nvfp4, got '" + s + "'");
+}
+
+inline PrecisionMode precision_mode_from_name(const char* fn, const std::string& s) {
+  if (s == "single") return PrecisionMode::single;
+  if (s == "dual") return PrecisionMode::dual;
+  if (s == "shared") return PrecisionMode::shared;
+  throw Error(fn, "mode", "expected single | dual | shared, got '" + s + "'");
 }
 
 inline Backend backend_from_name(const char* fn, const std::string& s) {

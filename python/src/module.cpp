@@ -8,10 +8,13 @@
 //
 // The functions mirror include/replayssm/{mamba2,delta,conv1d}.h with the
 // params structs flattened into keyword arguments. Pools are passed field by
-// field (state, ring tensors, cursor, L); absent optional tensors are None.
+// field (state, ring tensors, cursor, L; dual pools add read_copy and
+// read_format, GDN / KDA also ring_v and ring_beta); absent optional tensors
+// are None. Read formats are named bf16 | fp16 | fp8 | nvfp4.
 // Library errors (replayssm::Error) surface as replayssm.Error, a ValueError
 // carrying the library's message; the GIL is released while the library runs.
 #include "convert.h"
+#include "replayssm/dual.h"
 #include "replayssm/mamba2.h"
 
 using namespace rssm_py;
@@ -21,7 +24,8 @@ namespace {
 // ---- Mamba-2 ---------------------------------------------------------------
 
 Mamba2Pool m2_pool(const char* fn, const Out& state, const OptOut& ring_x, const OptOut& ring_dt,
-                   const OptOut& ring_B, const OptOut& cursor, int64_t L, const OptIn& A) {
+                   const OptOut& ring_B, const OptOut& cursor, int64_t L,
+                   const OptOut& read_copy, const std::string& read_format, const OptIn& A) {
   Mamba2Pool p;
   p.state = view(fn, "state", state);
   p.ring_x = view(fn, "ring_x", ring_x);
@@ -30,15 +34,18 @@ Mamba2Pool m2_pool(const char* fn, const Out& state, const OptOut& ring_x, const
   p.cursor = view(fn, "cursor", cursor);
   p.L = L;
   p.A = view(fn, "A", A);
+  p.read_copy = view(fn, "read_copy", read_copy);
+  p.read_format = read_format_from_name(fn, "read_format", read_format);
   return p;
 }
 
 #define M2_POOL_PARAMS                                                                    \
   const Out &state, const OptOut &ring_x, const OptOut &ring_dt, const OptOut &ring_B,    \
-      const OptOut &cursor, int64_t L
+      const OptOut &cursor, int64_t L, const OptOut &read_copy, const std::string &read_format
 #define M2_POOL_ARGS                                                                     \
   "state"_a, "ring_x"_a.none() = nb::none(), "ring_dt"_a.none() = nb::none(),            \
-      "ring_B"_a.none() = nb::none(), "cursor"_a.none() = nb::none(), "L"_a = 16
+      "ring_B"_a.none() = nb::none(), "cursor"_a.none() = nb::none(), "L"_a = 16,         \
+      "read_copy"_a.none() = nb::none(), "read_format"_a = "bf16"
 
 Mamba2Step m2_step(const char* fn, const In& x, const In& dt, const In& B, const In& C,
                    const In& A, const Out& y, const In& slot, const OptIn& z,
@@ -119,7 +126,8 @@ void bind_mamba2(nb::module_& m) {
         p.dt_softplus = dt_softplus;
         p.pad_slot_id = pad_slot_id;
         p.initial = view(fn, "initial", initial);
-        Mamba2Pool pool = m2_pool(fn, state, ring_x, ring_dt, ring_B, cursor, L, A);
+        Mamba2Pool pool = m2_pool(fn, state, ring_x, ring_dt, ring_B, cursor, L, read_copy,
+                                  read_format, A);
         Exec e = EXEC();
         nb::gil_scoped_release r;
         mamba2_prefill(p, pool, e);
@@ -135,7 +143,8 @@ void bind_mamba2(nb::module_& m) {
          EXEC_PARAMS) {
         const char* fn = "mamba2_replay_step";
         Mamba2Step s = M2_STEP();
-        Mamba2Pool pool = m2_pool(fn, state, ring_x, ring_dt, ring_B, cursor, L, A);
+        Mamba2Pool pool = m2_pool(fn, state, ring_x, ring_dt, ring_B, cursor, L, read_copy,
+                                  read_format, A);
         Tensor na = view(fn, "num_accepted", num_accepted);
         Exec e = EXEC();
         nb::gil_scoped_release r;
@@ -149,7 +158,8 @@ void bind_mamba2(nb::module_& m) {
       [](M2_POOL_PARAMS, const In& slot, const In& num_accepted, int64_t pad_slot_id,
          EXEC_PARAMS) {
         const char* fn = "mamba2_commit";
-        Mamba2Pool pool = m2_pool(fn, state, ring_x, ring_dt, ring_B, cursor, L, std::nullopt);
+        Mamba2Pool pool = m2_pool(fn, state, ring_x, ring_dt, ring_B, cursor, L, read_copy,
+                                  read_format, std::nullopt);
         Tensor sl = view(fn, "slot", slot), na = view(fn, "num_accepted", num_accepted);
         Exec e = EXEC();
         nb::gil_scoped_release r;
@@ -162,7 +172,8 @@ void bind_mamba2(nb::module_& m) {
       [](M2_POOL_PARAMS, const OptIn& A, const In& slot, const Out& out, int64_t pad_slot_id,
          EXEC_PARAMS) {
         const char* fn = "mamba2_materialize";
-        Mamba2Pool pool = m2_pool(fn, state, ring_x, ring_dt, ring_B, cursor, L, A);
+        Mamba2Pool pool = m2_pool(fn, state, ring_x, ring_dt, ring_B, cursor, L, read_copy,
+                                  read_format, A);
         Tensor sl = view(fn, "slot", slot), o = view(fn, "out", out);
         Exec e = EXEC();
         nb::gil_scoped_release r;
@@ -175,7 +186,8 @@ void bind_mamba2(nb::module_& m) {
       "mamba2_flush",
       [](M2_POOL_PARAMS, const OptIn& A, const In& slot, int64_t pad_slot_id, EXEC_PARAMS) {
         const char* fn = "mamba2_flush";
-        Mamba2Pool pool = m2_pool(fn, state, ring_x, ring_dt, ring_B, cursor, L, A);
+        Mamba2Pool pool = m2_pool(fn, state, ring_x, ring_dt, ring_B, cursor, L, read_copy,
+                                  read_format, A);
         Tensor sl = view(fn, "slot", slot);
         Exec e = EXEC();
         nb::gil_scoped_release r;
@@ -187,7 +199,8 @@ void bind_mamba2(nb::module_& m) {
       "mamba2_copy_slot",
       [](M2_POOL_PARAMS, const In& src, const In& dst, int64_t pad_slot_id, EXEC_PARAMS) {
         const char* fn = "mamba2_copy_slot";
-        Mamba2Pool pool = m2_pool(fn, state, ring_x, ring_dt, ring_B, cursor, L, std::nullopt);
+        Mamba2Pool pool = m2_pool(fn, state, ring_x, ring_dt, ring_B, cursor, L, read_copy,
+                                  read_format, std::nullopt);
         Tensor s = view(fn, "src", src), d = view(fn, "dst", dst);
         Exec e = EXEC();
         nb::gil_scoped_release r;
@@ -199,7 +212,8 @@ void bind_mamba2(nb::module_& m) {
       "mamba2_reset_slot",
       [](M2_POOL_PARAMS, const In& slot, int64_t pad_slot_id, EXEC_PARAMS) {
         const char* fn = "mamba2_reset_slot";
-        Mamba2Pool pool = m2_pool(fn, state, ring_x, ring_dt, ring_B, cursor, L, std::nullopt);
+        Mamba2Pool pool = m2_pool(fn, state, ring_x, ring_dt, ring_B, cursor, L, read_copy,
+                                  read_format, std::nullopt);
         Tensor sl = view(fn, "slot", slot);
         Exec e = EXEC();
         nb::gil_scoped_release r;
@@ -227,6 +241,44 @@ void bind_mamba2(nb::module_& m) {
             dtype_from_name("mamba2_snapshot_bytes_per_row", "state_dtype", state_dtype), T_max);
       },
       nb::kw_only(), "H"_a, "P"_a, "N"_a, "G"_a, "state_dtype"_a, "T_max"_a);
+
+  // ---- dual / shared precision (include/replayssm/dual.h) --------------------
+  m.def(
+      "mamba2_decode_shared",
+      [](M2_STEP_PARAMS, const Out& packed_state, const std::string& format, bool stochastic,
+         uint64_t seed, uint64_t step, EXEC_PARAMS) {
+        const char* fn = "mamba2_decode_shared";
+        Mamba2Step s = M2_STEP();
+        Tensor ps = view(fn, "packed_state", packed_state);
+        ReadFormat rf = read_format_from_name(fn, "format", format);
+        QuantRounding q{stochastic, seed, step};
+        Exec e = EXEC();
+        nb::gil_scoped_release r;
+        mamba2_decode_shared(s, ps, rf, q, e);
+      },
+      nb::kw_only(), M2_STEP_ARGS, "packed_state"_a, "format"_a, "stochastic"_a = false,
+      "seed"_a = uint64_t(0), "step"_a = uint64_t(0), EXEC_ARGS);
+  m.def(
+      "mamba2_tile_bytes",
+      [](const std::string& format, int64_t H, int64_t P, int64_t N, int64_t G) {
+        return mamba2_tile_bytes(read_format_from_name("mamba2_tile_bytes", "format", format),
+                                 Mamba2Shape{H, P, N, G});
+      },
+      nb::kw_only(), "format"_a, "H"_a, "P"_a, "N"_a, "G"_a);
+  m.def(
+      "mamba2_state_bytes_per_row",
+      [](const std::string& mode, int64_t H, int64_t P, int64_t N, int64_t G,
+         const std::string& state_dtype, const std::string& read_format,
+         const std::string& act_dtype, int64_t L, int64_t T_max) {
+        const char* fn = "mamba2_state_bytes_per_row";
+        return mamba2_state_bytes_per_row(
+            precision_mode_from_name(fn, mode), Mamba2Shape{H, P, N, G},
+            dtype_from_name(fn, "state_dtype", state_dtype),
+            read_format_from_name(fn, "read_format", read_format),
+            dtype_from_name(fn, "act_dtype", act_dtype), L, T_max);
+      },
+      nb::kw_only(), "mode"_a, "H"_a, "P"_a, "N"_a, "G"_a, "state_dtype"_a = "fp32",
+      "read_format"_a = "bf16", "act_dtype"_a = "bf16", "L"_a = 16, "T_max"_a = 1);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "convert.h"
 #include "replayssm/conv1d.h"
 #include "replayssm/delta.h"
+#include "replayssm/dual.h"
 
 using namespace rssm_py;
 
@@ -11,7 +12,8 @@ namespace {
 
 DeltaPool delta_pool(const char* fn, const Out& state, const OptOut& ring_d, const OptOut& ring_k,
                      const OptOut& ring_ks, const OptOut& ring_g, const OptOut& cursor,
-                     int64_t L) {
+                     int64_t L, const OptOut& read_copy, const std::string& read_format,
+                     const OptOut& ring_v, const OptOut& ring_beta) {
   DeltaPool p;
   p.state = view(fn, "state", state);
   p.ring_d = view(fn, "ring_d", ring_d);
@@ -20,17 +22,25 @@ DeltaPool delta_pool(const char* fn, const Out& state, const OptOut& ring_d, con
   p.ring_g = view(fn, "ring_g", ring_g);
   p.cursor = view(fn, "cursor", cursor);
   p.L = L;
+  p.read_copy = view(fn, "read_copy", read_copy);
+  p.read_format = read_format_from_name(fn, "read_format", read_format);
+  p.ring_v = view(fn, "ring_v", ring_v);
+  p.ring_beta = view(fn, "ring_beta", ring_beta);
   return p;
 }
 
 #define DELTA_POOL_PARAMS                                                                     \
   const Out &state, const OptOut &ring_d, const OptOut &ring_k, const OptOut &ring_ks,        \
-      const OptOut &ring_g, const OptOut &cursor, int64_t L
+      const OptOut &ring_g, const OptOut &cursor, int64_t L, const OptOut &read_copy,         \
+      const std::string &read_format, const OptOut &ring_v, const OptOut &ring_beta
 #define DELTA_POOL_ARGS                                                                       \
   "state"_a, "ring_d"_a.none() = nb::none(), "ring_k"_a.none() = nb::none(),                  \
       "ring_ks"_a.none() = nb::none(), "ring_g"_a.none() = nb::none(),                         \
-      "cursor"_a.none() = nb::none(), "L"_a = 16
-#define DELTA_POOL() delta_pool(fn, state, ring_d, ring_k, ring_ks, ring_g, cursor, L)
+      "cursor"_a.none() = nb::none(), "L"_a = 16, "read_copy"_a.none() = nb::none(),           \
+      "read_format"_a = "bf16", "ring_v"_a.none() = nb::none(), "ring_beta"_a.none() = nb::none()
+#define DELTA_POOL()                                                                   \
+  delta_pool(fn, state, ring_d, ring_k, ring_ks, ring_g, cursor, L, read_copy, read_format, \
+             ring_v, ring_beta)
 
 DeltaGating gating(bool raw_gate, bool raw_beta, bool l2norm_qk, float q_scale) {
   DeltaGating g;
@@ -235,6 +245,49 @@ void bind_delta_conv(nb::module_& m) {
             dtype_from_name("delta_snapshot_bytes_per_row", "state_dtype", state_dtype), T_max);
       },
       nb::kw_only(), "H"_a, "HV"_a, "K"_a, "V"_a, "state_dtype"_a, "T_max"_a = 1);
+
+  // ---- dual / shared precision (include/replayssm/dual.h) --------------------
+  m.def(
+      "delta_decode_shared",
+      [](const std::string& family, DELTA_IN_PARAMS, const In& slot, const Out& packed_state,
+         const std::string& format, bool stochastic, uint64_t seed, uint64_t step, EXEC_PARAMS) {
+        const char* fn = "delta_decode_shared";
+        DeltaStep s;
+        FILL_INPUTS(s);
+        s.slot = view(fn, "slot", slot);
+        Tensor ps = view(fn, "packed_state", packed_state);
+        ReadFormat rf = read_format_from_name(fn, "format", format);
+        QuantRounding qr{stochastic, seed, step};
+        DeltaFamily f = family_from_name(fn, family);
+        Exec e = EXEC();
+        nb::gil_scoped_release r;
+        delta_decode_shared(f, s, ps, rf, qr, e);
+      },
+      nb::kw_only(), "family"_a, DELTA_IN_ARGS, "slot"_a, "packed_state"_a, "format"_a,
+      "stochastic"_a = false, "seed"_a = uint64_t(0), "step"_a = uint64_t(0), EXEC_ARGS);
+  m.def(
+      "delta_tile_bytes",
+      [](const std::string& format, int64_t H, int64_t HV, int64_t K, int64_t V) {
+        return delta_tile_bytes(read_format_from_name("delta_tile_bytes", "format", format),
+                                DeltaShape{H, HV, K, V});
+      },
+      nb::kw_only(), "format"_a, "H"_a, "HV"_a, "K"_a, "V"_a);
+  m.def(
+      "delta_state_bytes_per_row",
+      [](const std::string& mode, const std::string& family, int64_t H, int64_t HV, int64_t K,
+         int64_t V, const std::string& state_dtype, const std::string& read_format,
+         const std::string& act_dtype, const std::string& d_dtype, int64_t L, int64_t T_max) {
+        const char* fn = "delta_state_bytes_per_row";
+        return delta_state_bytes_per_row(
+            precision_mode_from_name(fn, mode), family_from_name(fn, family),
+            DeltaShape{H, HV, K, V}, dtype_from_name(fn, "state_dtype", state_dtype),
+            read_format_from_name(fn, "read_format", read_format),
+            dtype_from_name(fn, "act_dtype", act_dtype), dtype_from_name(fn, "d_dtype", d_dtype),
+            L, T_max);
+      },
+      nb::kw_only(), "mode"_a, "family"_a, "H"_a, "HV"_a, "K"_a, "V"_a, "state_dtype"_a = "fp32",
+      "read_format"_a = "bf16", "act_dtype"_a = "bf16", "d_dtype"_a = "fp32", "L"_a = 16,
+      "T_max"_a = 1);
 
   // ---- conv1d --------------------------------------------------------------
   m.def(
