@@ -193,6 +193,21 @@ Tensor Case::accepted_view(int64_t i) const {
   return Tensor::view(static_cast<int32_t*>(acc_.get()) + (i % acc_steps_) * B, DType::i32, {B}, Device::cuda);
 }
 
+static void* make_index(std::vector<DeviceBuffer>& store, int64_t n);
+
+bool Case::reset_snapshot(int64_t nsets_snap) {
+  snap_sets_ = nsets_snap;
+  snap_buf_.clear();
+  if (nsets_snap == 0) return false;
+  snap_idx_ = make_index(snap_buf_, nsets_snap * B * T);
+  return true;
+}
+
+Tensor Case::snapshot_indices(int64_t i) const {
+  const int64_t set = i % snap_sets_;
+  return Tensor::view(static_cast<int32_t*>(snap_idx_) + set * B * T, DType::i32, {B, T}, Device::cuda);
+}
+
 double Case::prepare_acceptance(int64_t steps, double rate, uint64_t seed) {
   acc_steps_ = steps;
   host_acc_.resize(size_t(steps * B));
@@ -323,33 +338,21 @@ class Mamba2Case final : public Case {
       mamba2_decode(step_, pool_.state, exec);
       return;
     }
-    const int64_t H = s_.H, P = s_.P, N = s_.N, G = s_.G;
-    pool_.ring_x = Tensor::view(ring_x_, act, {S, R(), H, P}, Device::cuda);
-    pool_.ring_dt = Tensor::view(ring_dt_, DType::f32, {S, R(), H}, Device::cuda);
-    pool_.ring_B = Tensor::view(ring_B_, act, {S, R(), G, N}, Device::cuda);
-    pool_.L = L;
+    bind_rings();
     mamba2_replay_step(step_, pool_, Tensor{}, true, exec);
   }
 
   void prepare_snapshot(int64_t nsets_snap) override {
-    snap_sets_ = nsets_snap;
-    snap_buf_.clear();
-    if (nsets_snap == 0) return;
+    if (!reset_snapshot(nsets_snap)) return;
     snap_state_ = make_filled(snap_buf_, state_dtype, {nsets_snap * B * T, s_.H, s_.P, s_.N}, Dist::normal, 0, 0.1, 77);
-    snap_idx_ = make_index(snap_buf_, nsets_snap * B * T);
   }
   void step_spec(bool replay, int64_t set, int64_t i, const Exec& exec) override {
     if (!replay) {
-      const int64_t ss = i % snap_sets_;
-      const Tensor idx = Tensor::view(static_cast<int32_t*>(snap_idx_) + ss * B * T, DType::i32, {B, T}, Device::cuda);
-      mamba2_snapshot_decode(step_, snap_state_, idx, accepted_view(i), exec);
+      mamba2_snapshot_decode(step_, snap_state_, snapshot_indices(i), accepted_view(i), exec);
       return;
     }
     step_.slot = slot_view(set);
-    pool_.ring_x = Tensor::view(ring_x_, act, {S, R(), s_.H, s_.P}, Device::cuda);
-    pool_.ring_dt = Tensor::view(ring_dt_, DType::f32, {S, R(), s_.H}, Device::cuda);
-    pool_.ring_B = Tensor::view(ring_B_, act, {S, R(), s_.G, s_.N}, Device::cuda);
-    pool_.L = L;
+    bind_rings();
     mamba2_replay_step(step_, pool_, accepted_view(i), false, exec);
   }
   int64_t snapshot_mem_bytes_per_row() const override {
@@ -376,15 +379,19 @@ class Mamba2Case final : public Case {
   DType record_dtype() const override { return act; }
 
  private:
+  // Ring views of R() = L + T entries per slot for the current L.
+  void bind_rings() {
+    pool_.ring_x = Tensor::view(ring_x_, act, {S, R(), s_.H, s_.P}, Device::cuda);
+    pool_.ring_dt = Tensor::view(ring_dt_, DType::f32, {S, R(), s_.H}, Device::cuda);
+    pool_.ring_B = Tensor::view(ring_B_, act, {S, R(), s_.G, s_.N}, Device::cuda);
+    pool_.L = L;
+  }
   ModelShape s_;
   std::vector<DeviceBuffer> buf_;
   void *ring_x_ = nullptr, *ring_dt_ = nullptr, *ring_B_ = nullptr;
   Mamba2Step step_;
   Mamba2Pool pool_;
-  std::vector<DeviceBuffer> snap_buf_;
   Tensor snap_state_;
-  void* snap_idx_ = nullptr;
-  int64_t snap_sets_ = 1;
 };
 
 // ---------------------------------------------------------------------------
@@ -430,38 +437,21 @@ class DeltaCase final : public Case {
       delta_decode(f_, step_, state_, exec);
       return;
     }
-    const int64_t H = s_.H, HV = s_.HV, K = s_.K, V = s_.V;
-    pool_.ring_d = Tensor::view(ring_d_, d_dtype_, {S, R(), HV, V}, Device::cuda);
-    pool_.ring_k = Tensor::view(ring_k_, act, {S, R(), H, K}, Device::cuda);
-    pool_.ring_ks = Tensor::view(ring_ks_, DType::f32, {S, R(), H}, Device::cuda);
-    pool_.ring_g = f_ == DeltaFamily::kda ? Tensor::view(ring_g_, DType::f32, {S, R(), HV, K}, Device::cuda)
-                                          : Tensor::view(ring_g_, DType::f32, {S, R(), HV}, Device::cuda);
-    pool_.L = L;
+    bind_rings();
     delta_replay_step(f_, step_, pool_, Tensor{}, true, exec);
   }
 
   void prepare_snapshot(int64_t nsets_snap) override {
-    snap_sets_ = nsets_snap;
-    snap_buf_.clear();
-    if (nsets_snap == 0) return;
+    if (!reset_snapshot(nsets_snap)) return;
     snap_state_ = make_filled(snap_buf_, state_dtype, {nsets_snap * B * T, s_.HV, s_.V, s_.K}, Dist::normal, 0, 0.05, 77);
-    snap_idx_ = make_index(snap_buf_, nsets_snap * B * T);
   }
   void step_spec(bool replay, int64_t set, int64_t i, const Exec& exec) override {
     if (!replay) {
-      const int64_t ss = i % snap_sets_;
-      const Tensor idx = Tensor::view(static_cast<int32_t*>(snap_idx_) + ss * B * T, DType::i32, {B, T}, Device::cuda);
-      delta_snapshot_decode(f_, step_, snap_state_, idx, accepted_view(i), exec);
+      delta_snapshot_decode(f_, step_, snap_state_, snapshot_indices(i), accepted_view(i), exec);
       return;
     }
     step_.slot = slot_view(set);
-    const int64_t H = s_.H, HV = s_.HV, K = s_.K, V = s_.V;
-    pool_.ring_d = Tensor::view(ring_d_, d_dtype_, {S, R(), HV, V}, Device::cuda);
-    pool_.ring_k = Tensor::view(ring_k_, act, {S, R(), H, K}, Device::cuda);
-    pool_.ring_ks = Tensor::view(ring_ks_, DType::f32, {S, R(), H}, Device::cuda);
-    pool_.ring_g = f_ == DeltaFamily::kda ? Tensor::view(ring_g_, DType::f32, {S, R(), HV, K}, Device::cuda)
-                                          : Tensor::view(ring_g_, DType::f32, {S, R(), HV}, Device::cuda);
-    pool_.L = L;
+    bind_rings();
     delta_replay_step(f_, step_, pool_, accepted_view(i), false, exec);
   }
   int64_t snapshot_mem_bytes_per_row() const override {
@@ -490,6 +480,16 @@ class DeltaCase final : public Case {
   DType record_dtype() const override { return d_dtype_; }
 
  private:
+  // Ring views of R() = L + T entries per slot for the current L.
+  void bind_rings() {
+    const int64_t H = s_.H, HV = s_.HV, K = s_.K, V = s_.V;
+    pool_.ring_d = Tensor::view(ring_d_, d_dtype_, {S, R(), HV, V}, Device::cuda);
+    pool_.ring_k = Tensor::view(ring_k_, act, {S, R(), H, K}, Device::cuda);
+    pool_.ring_ks = Tensor::view(ring_ks_, DType::f32, {S, R(), H}, Device::cuda);
+    pool_.ring_g = f_ == DeltaFamily::kda ? Tensor::view(ring_g_, DType::f32, {S, R(), HV, K}, Device::cuda)
+                                          : Tensor::view(ring_g_, DType::f32, {S, R(), HV}, Device::cuda);
+    pool_.L = L;
+  }
   ModelShape s_;
   DeltaFamily f_;
   DType d_dtype_;
@@ -498,10 +498,7 @@ class DeltaCase final : public Case {
   void *ring_d_ = nullptr, *ring_k_ = nullptr, *ring_ks_ = nullptr, *ring_g_ = nullptr;
   DeltaStep step_;
   DeltaPool pool_;
-  std::vector<DeviceBuffer> snap_buf_;
   Tensor snap_state_;
-  void* snap_idx_ = nullptr;
-  int64_t snap_sets_ = 1;
 };
 
 std::unique_ptr<Case> make_case(const ModelShape& shape, int64_t B, int64_t nsets, DType state,

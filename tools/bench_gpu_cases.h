@@ -135,12 +135,21 @@ class Case {
   Tensor slot_view(int64_t set) const;
   Tensor cursor_view() const;
   Tensor accepted_view(int64_t i) const;
+  // Snapshot slot sets: releases the previous snapshot pool and, for
+  // nsets_snap > 0, allocates its index [nsets_snap·B·T] (returns false on 0);
+  // the family then allocates snap_state_ into snap_buf_.
+  bool reset_snapshot(int64_t nsets_snap);
+  // state_indices [B, T] of speculative step i (slot set i mod snap_sets_).
+  Tensor snapshot_indices(int64_t i) const;
   int64_t R() const { return L + T; }
 
   DeviceBuffer slots_;   // [nsets, B] i32: a random permutation of the S slots
   DeviceBuffer cursor_;  // [S, 3] i32
   std::vector<int32_t> host_slots_;
   std::vector<RingCursor> host_cursor_;
+  std::vector<DeviceBuffer> snap_buf_;  // snapshot pool buffers (index, states)
+  void* snap_idx_ = nullptr;
+  int64_t snap_sets_ = 1;
   DeviceBuffer acc_;                 // [acc_steps_, B] i32
   std::vector<int32_t> host_acc_;
   int64_t acc_steps_ = 0;
