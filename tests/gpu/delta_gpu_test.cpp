@@ -142,6 +142,19 @@ struct Inputs {
     st.pad_slot_id = pad;
     return st;
   }
+  // Varlen prefill arguments (inputs of leading dim {tokens}); `init` may be empty.
+  DeltaPrefill prefill(bool dev, const Pair& cu_seqlens, const Pair& slot, const Pair& init) const {
+    auto t = [&](const Pair& p) { return p.h.t().defined() ? (dev ? p.dt() : p.ht()) : Tensor{}; };
+    DeltaPrefill p;
+    p.q = t(q); p.k = t(k); p.v = t(v); p.g = t(g); p.beta = t(beta);
+    p.A_log = t(A_log); p.dt_bias = t(dt_bias); p.o = t(o);
+    p.gating = gating;
+    p.cu_seqlens = t(cu_seqlens);
+    p.slot = t(slot);
+    p.pad_slot_id = -1;
+    p.initial = t(init);
+    return p;
+  }
 };
 
 // Replay pool (or a baseline pool with only the state).
@@ -367,20 +380,8 @@ TEST(DeltaGpu, Prefill) {
     slot.upload();
     init.h = index_tensor({1, 0, 0, 1});
     init.upload();
-    auto prefill = [&](bool dev) {
-      DeltaPrefill p;
-      auto t = [&](const Pair& x) { return x.h.t().defined() ? (dev ? x.dt() : x.ht()) : Tensor{}; };
-      p.q = t(in.q); p.k = t(in.k); p.v = t(in.v); p.g = t(in.g); p.beta = t(in.beta);
-      p.A_log = t(in.A_log); p.dt_bias = t(in.dt_bias); p.o = t(in.o);
-      p.gating = in.gating;
-      p.cu_seqlens = t(cus);
-      p.slot = t(slot);
-      p.pad_slot_id = -1;
-      p.initial = t(init);
-      return p;
-    };
-    delta_prefill(c.f, prefill(false), pool.view(false), ref_exec());
-    delta_prefill(c.f, prefill(true), pool.view(true), cuda_exec());
+    delta_prefill(c.f, in.prefill(false, cus, slot, init), pool.view(false), ref_exec());
+    delta_prefill(c.f, in.prefill(true, cus, slot, init), pool.view(true), cuda_exec());
     sync();
     expect_close(in.o.fetch(), in.o.h, tol(c), "o");
     pool.expect_equal(c, "prefill");
@@ -490,19 +491,9 @@ TEST(DeltaGpu, SpeculativeLongRunModelShapes) {
         ps.h = index_tensor({rows[2]});
         cus.upload();
         ps.upload();
-        auto prefill = [&](bool dev) {
-          DeltaPrefill p;
-          auto tt = [&](const Pair& x) { return x.h.t().defined() ? (dev ? x.dt() : x.ht()) : Tensor{}; };
-          p.q = tt(pin.q); p.k = tt(pin.k); p.v = tt(pin.v); p.g = tt(pin.g); p.beta = tt(pin.beta);
-          p.A_log = tt(pin.A_log); p.dt_bias = tt(pin.dt_bias); p.o = tt(pin.o);
-          p.gating = pin.gating;
-          p.cu_seqlens = tt(cus);
-          p.slot = tt(ps);
-          p.pad_slot_id = -1;
-          return p;
-        };
-        delta_prefill(c.f, prefill(false), pool.view(false), cpu);
-        delta_prefill(c.f, prefill(true), pool.view(true), cuda_exec());
+        const Pair no_initial;
+        delta_prefill(c.f, pin.prefill(false, cus, ps, no_initial), pool.view(false), cpu);
+        delta_prefill(c.f, pin.prefill(true, cus, ps, no_initial), pool.view(true), cuda_exec());
         sync();
         expect_close(pin.o.fetch(), pin.o.h, t, "prefill o");
       }

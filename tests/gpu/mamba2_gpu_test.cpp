@@ -127,6 +127,16 @@ struct Pool {
 
 Exec ref_exec() { return Exec{Backend::reference, nullptr, 0, nullptr}; }
 
+// [1, tokens, ...] viewed as [tokens, ...] (prefill inputs built as one row).
+Tensor flat(Tensor v) {
+  for (int i = 1; i < v.ndim; ++i) {
+    v.shape[i - 1] = i == 1 ? v.shape[0] * v.shape[1] : v.shape[i];
+    v.stride[i - 1] = v.stride[i];
+  }
+  v.ndim -= 1;
+  return v;
+}
+
 class DeviceStatus {
  public:
   DeviceStatus() { HostTensor h(DType::i32, {1}); d_.upload(h); }
@@ -286,7 +296,6 @@ TEST(Mamba2Gpu, PrefillVarlen) {
       const std::vector<int64_t> cu = {0, 37, 37, 42, 61};
       const int64_t tokens = cu.back();
       Step st(rng, 1, tokens, s, d, {0}, true, pool.layer);  // [1, tokens, ...] viewed as [tokens, ...]
-      auto flat = [](Tensor v) { for (int i = 1; i < v.ndim; ++i) { v.shape[i - 1] = i == 1 ? v.shape[0] * v.shape[1] : v.shape[i]; v.stride[i - 1] = v.stride[i]; } v.ndim -= 1; return v; };
       HostTensor cuh = index_tensor(cu), slots = index_tensor({3, 0, -1, 1}), init = index_tensor({0, 1, 1, 1});
       const DeviceTensor dcu(cuh), dslots(slots), dinit(init);
       Mamba2Prefill hp{flat(st.x), flat(st.dt), flat(st.Bm), flat(st.Cm), flat(st.z), st.A, st.dt_bias, st.D, true, cuh, slots, -1, init, flat(st.y)};
@@ -442,7 +451,6 @@ TEST(Mamba2Gpu, SpeculativeLongRunModelShapes) {
         last_T[2] = 0;
         const int64_t len = 1 + int64_t(rng() % 40);
         Step pf(rng, 1, len, s, d, {0}, true, pool.layer);
-        auto flat = [](Tensor v) { for (int i = 1; i < v.ndim; ++i) { v.shape[i - 1] = i == 1 ? v.shape[0] * v.shape[1] : v.shape[i]; v.stride[i - 1] = v.stride[i]; } v.ndim -= 1; return v; };
         HostTensor cu = index_tensor({0, len}), ps = index_tensor({rows[2]});
         const DeviceTensor dcu(cu), dps(ps);
         Mamba2Prefill hp{flat(pf.x), flat(pf.dt), flat(pf.Bm), flat(pf.Cm), flat(pf.z), pf.A, pf.dt_bias, pf.D, true, cu, ps, -1, Tensor{}, flat(pf.y)};
