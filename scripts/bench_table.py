@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark JSON Lines (design/replay.md section 7) -> markdown tables.
 
-One table per (family, shape); one row per (batch, state dtype, mode, L),
+One table per (family, shape); one row per (batch, state dtype, read format, mode, L),
 baseline first, with the speed-up over the baseline measured in the same run
 and the fraction of copy bandwidth achieved.
 
@@ -19,7 +19,8 @@ from collections import OrderedDict
 
 KEY = ("family", "shape", "batch", "state_dtype", "read_dtype", "record_dtype", "act_dtype", "L",
        "T", "mode", "flush_layout")
-MODE_ORDER = {"baseline": 0, "snapshot_spec": 1, "replay": 2, "replay_spec": 3, "dual": 4, "shared": 5}
+MODE_ORDER = {"baseline": 0, "snapshot_spec": 1, "replay": 2, "replay_spec": 3, "dual": 4, "dual_spec": 5,
+              "shared": 6}
 
 
 def load(paths):
@@ -99,7 +100,10 @@ def render(rows, out):
             records = r.get("records") or r.get("record_dtype", "")
             mem = r.get("mem_bytes_per_row")
             frac = r.get("frac_of_copy")
-            out.write(f"| {r.get('batch')} | {r.get('state_dtype')} | {r.get('mode')} | "
+            state = r.get("state_dtype")
+            if r.get("read_dtype") not in (None, state):
+                state = f"{state}, reads {r['read_dtype']}"
+            out.write(f"| {r.get('batch')} | {state} | {r.get('mode')} | "
                       f"{r.get('L') or '-'} | {T} | {fmt(acc, '.2f')} | {records if records != 'none' else '-'} | {fmt(us, '.2f')} | "
                       f"{fmt(floor, '.2f')} | {fmt(gbs, '.0f')} | "
                       f"{fmt(None if frac is None else 100 * frac, '.1f')} | "

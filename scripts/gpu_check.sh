@@ -6,7 +6,7 @@
 #   bash scripts/gpu_check.sh all             # the above plus bench-full
 #   bash scripts/gpu_check.sh build bench-full
 #
-# Stages: build info test sanitize bench-quick bench-spec bench-full verify cpu-bench python. A failing
+# Stages: build info test sanitize bench-quick bench-spec bench-dual bench-full verify cpu-bench python. A failing
 # stage does not stop later ones; the exit code is 1 when any stage failed.
 # Everything lands in $OUT (default ./gpu_check_out), in few files:
 #   log.txt          every stage's full output, with headers and timings
@@ -24,6 +24,8 @@
 #   BENCH_QUICK_ARGS   extra arguments of bench-quick (e.g. "--batch 1,64,256")
 #   BENCH_SPEC_ARGS    arguments of bench-spec (default "--quick --T 5 --batch 64,256
 #                      --state fp32,bf16 --target-ms 10")
+#   BENCH_DUAL_ARGS    arguments of bench-dual (default "--quick --modes baseline,replay,dual,shared
+#                      --state fp32 --read fp8,nvfp4,bf16 --batch 64,256,512 --target-ms 10")
 #   SANITIZE_FILTER    gtest filter for the sanitizer runs
 #   SANITIZE_TIMEOUT_S per sanitizer tool (default 120)
 #   VERIFY_ARGS        arguments of `replayssm verify` (default "--backend cuda --quick")
@@ -42,6 +44,7 @@ BENCH_BUDGET_S=${BENCH_BUDGET_S:-200}
 BENCH_FULL_ARGS=${BENCH_FULL_ARGS:-}
 BENCH_QUICK_ARGS=${BENCH_QUICK_ARGS:-}
 BENCH_SPEC_ARGS=${BENCH_SPEC_ARGS:---quick --T 5 --batch 64,256 --state fp32,bf16 --target-ms 10}
+BENCH_DUAL_ARGS=${BENCH_DUAL_ARGS:---quick --modes baseline,replay,dual,shared --state fp32 --read fp8,nvfp4,bf16 --batch 64,256,512 --target-ms 10}
 SANITIZE_FILTER=${SANITIZE_FILTER:-*DeviceStatus*:Mamba2Gpu.SlotOperations:Conv1dGpu.ScheduleBf16W3:QuantGpu.*}
 SANITIZE_TIMEOUT_S=${SANITIZE_TIMEOUT_S:-120}
 VERIFY_ARGS=${VERIFY_ARGS:---backend cuda --quick}
@@ -242,6 +245,13 @@ stage_bench_spec() {
   return "${PIPESTATUS[0]}"
 }
 
+stage_bench_dual() {
+  [[ -x $CLI ]] || { echo "no $CLI"; return 1; }
+  # shellcheck disable=SC2086  # word splitting of the argument list is intended
+  timeout "$(fit 300)" "$CLI" bench --backend cuda $BENCH_DUAL_ARGS --out "$OUT/bench.jsonl" --append 2>&1 | tee -a "$LOG"
+  return "${PIPESTATUS[0]}"
+}
+
 stage_bench_full() {
   [[ -x $CLI ]] || { echo "no $CLI"; return 1; }
   local budget=$BENCH_BUDGET_S left
@@ -301,11 +311,12 @@ for s in "${STAGES[@]}"; do
     sanitize) run_stage sanitize stage_sanitize ;;
     bench-quick) run_stage bench-quick stage_bench_quick ;;
     bench-spec) run_stage bench-spec stage_bench_spec ;;
+    bench-dual) run_stage bench-dual stage_bench_dual ;;
     bench-full) run_stage bench-full stage_bench_full ;;
     verify) run_stage verify stage_verify ;;
     cpu-bench) run_stage cpu-bench stage_cpu_bench ;;
     python) run_stage python stage_python ;;
-    *) echo "unknown stage '$s' (build info test sanitize bench-quick bench-spec bench-full verify cpu-bench python all)"; FAILED=1 ;;
+    *) echo "unknown stage '$s' (build info test sanitize bench-quick bench-spec bench-dual bench-full verify cpu-bench python all)"; FAILED=1 ;;
   esac
 done
 

@@ -1,4 +1,5 @@
-// `replayssm bench --backend cuda`: baseline vs replay decode on the GPU.
+// `replayssm bench --backend cuda`: baseline vs replay decode on the GPU, and
+// the dual-precision and shared modes (design §4) on read copies.
 //
 // Method (docs/benchmarks.md): for each model shape, batch B, state dtype and
 // history capacity L, a pool of S = nsets·B slots whose states together exceed
@@ -32,7 +33,7 @@ namespace replayssm::bench {
 namespace {
 
 struct Options {
-  std::vector<std::string> families, presets, modes, states;
+  std::vector<std::string> families, presets, modes, states, reads;
   std::vector<int64_t> batches, Ls, Ts;
   std::string out, flush = "spread", d_dtype = "fp32";
   bool quick = false, append = false, copy_only = false;
@@ -54,7 +55,7 @@ void usage() {
       "         [--batch 1,32,64,256,512] [--L 8,16,32] [--state fp32,bf16] [--modes baseline,replay]\n"
       "         [--flush spread|aligned] [--d-dtype fp32|bf16] [--out FILE.jsonl] [--append]\n"
       "         [--quick] [--budget-s SECONDS] [--target-ms MS] [--copy-gib GIB] [--copy-only]\n"
-      "         [--seed N] [--T 1,5,8] [--accept-rate P]\n"
+      "         [--seed N] [--T 1,5,8] [--accept-rate P] [--read fp8,nvfp4,bf16,fp16]\n"
       "  --preset  preset names (tools/presets.h: nemotron3, qwen35-122b, kimi, ...), 'all', a\n"
       "            family, or substrings of family/shape (H128-P64-N128-G8, gdn/H16-HV64)\n"
       "  --quick   batch 256, L 16, shapes mamba2 H128-P64, gdn HV64, kda; fp32 and bf16 state\n"
@@ -62,7 +63,10 @@ void usage() {
       "  --T       tokens per row; T > 1 is speculative decoding (1 + drafts): replay with commit\n"
       "            vs the snapshot baseline (mode 'baseline' = snapshot); rows with L < T skipped\n"
       "  --accept-rate  per-draft acceptance probability (default 0.82: mean 3.5 of T = 5);\n"
-      "            accepted = 1 + leading accepted drafts, drawn per row and step");
+      "            accepted = 1 + leading accepted drafts, drawn per row and step\n"
+      "  --modes   baseline, replay, dual (checkpoint in --state, read copy in each --read format;\n"
+      "            T > 1: dual_spec), shared (one packed state in each --read format, T = 1)\n"
+      "  --read    read-copy / shared formats (default fp8,nvfp4)");
 }
 
 int apply_defaults(Options& o);
@@ -96,6 +100,7 @@ int parse(int argc, char** argv, Options& o, bool defaults = false) {
       else if (a == "--preset") o.presets = split(v);
       else if (a == "--modes" || a == "--mode") o.modes = split(v);
       else if (a == "--state") o.states = split(v);
+      else if (a == "--read") o.reads = split(v);
       else if (a == "--batch") { o.batches.clear(); for (auto& t : split(v)) o.batches.push_back(std::stoll(t)); }
       else if (a == "--L") { o.Ls.clear(); for (auto& t : split(v)) o.Ls.push_back(std::stoll(t)); }
       else if (a == "--T") { o.Ts.clear(); for (auto& t : split(v)) o.Ts.push_back(std::stoll(t)); }
@@ -124,10 +129,15 @@ int apply_defaults(Options& o) {
   if (o.Ls.empty()) o.Ls = o.quick ? std::vector<int64_t>{16} : std::vector<int64_t>{8, 16, 32};
   if (o.target_ms <= 0) o.target_ms = o.quick ? 100 : 150;
   if (o.Ts.empty()) o.Ts = {1};
+  if (o.reads.empty()) o.reads = {"fp8", "nvfp4"};
+  for (const auto& r : o.reads) {
+    ReadFormat f;
+    if (!parse_format_label(r, &f)) { std::fprintf(stderr, "bench: unknown read format %s\n", r.c_str()); return 2; }
+  }
   for (int64_t t : o.Ts) if (t < 1 || t > 8) { std::fprintf(stderr, "bench: T must be in [1, 8]\n"); return 2; }
   if (!(o.accept_rate >= 0 && o.accept_rate <= 1)) { std::fprintf(stderr, "bench: --accept-rate in [0, 1]\n"); return 2; }
   for (const auto& m : o.modes)
-    if (m != "baseline" && m != "replay") { std::fprintf(stderr, "bench: unknown mode %s\n", m.c_str()); return 2; }
+    if (m != "baseline" && m != "replay" && m != "dual" && m != "shared") { std::fprintf(stderr, "bench: unknown mode %s\n", m.c_str()); return 2; }
   for (const auto& f : o.families)
     if (f != "mamba2" && f != "gdn" && f != "kda") { std::fprintf(stderr, "bench: unknown family %s\n", f.c_str()); return 2; }
   if (o.flush != "spread" && o.flush != "aligned") { std::fprintf(stderr, "bench: --flush spread|aligned\n"); return 2; }
@@ -287,10 +297,11 @@ void print_row(const Row& r) {
   char sp[16] = "-", ms[16] = "-", fl[16] = "-";
   if (r.speedup > 0) std::snprintf(sp, sizeof sp, "%.2fx", r.speedup);
   if (r.model_speedup > 0) std::snprintf(ms, sizeof ms, "%.2fx", r.model_speedup);
-  if (r.mode == "replay" || r.mode == "replay_spec") std::snprintf(fl, sizeof fl, "%.3f", r.flush_share);
+  if (r.mode == "replay" || r.mode == "replay_spec" || r.mode == "dual" || r.mode == "dual_spec")
+    std::snprintf(fl, sizeof fl, "%.3f", r.flush_share);
   std::printf("%-6s %-20s %5lld %3lld %2lld %5s %-13s %10.2f %9.2f %5.2fx %8.0f %5.1f%% %7s %7s %6s%s%s\n",
               r.family.c_str(), r.shape.c_str(), (long long)r.batch, (long long)r.L, (long long)r.T, r.state.c_str(),
-              r.mode.c_str(), r.us, r.floor_us, r.us / r.floor_us, r.bytes / (r.us * 1e3), 100 * r.frac, sp, ms, fl, r.timing.graph ? "" : " (eager)",
+              (r.read == r.state ? r.mode : r.mode + "/" + r.read).c_str(), r.us, r.floor_us, r.us / r.floor_us, r.bytes / (r.us * 1e3), 100 * r.frac, sp, ms, fl, r.timing.graph ? "" : " (eager)",
               r.finite ? "" : " NONFINITE");
   std::fflush(stdout);
 }
@@ -346,6 +357,14 @@ int run(int argc, char** argv) {
   const bool aligned = o.flush == "aligned";
   const bool want_base = std::find(o.modes.begin(), o.modes.end(), "baseline") != o.modes.end();
   const bool want_replay = std::find(o.modes.begin(), o.modes.end(), "replay") != o.modes.end();
+  const bool want_dual = std::find(o.modes.begin(), o.modes.end(), "dual") != o.modes.end();
+  const bool want_shared = std::find(o.modes.begin(), o.modes.end(), "shared") != o.modes.end();
+  std::vector<ReadFormat> reads;
+  for (const auto& r : want_dual || want_shared ? o.reads : std::vector<std::string>{}) {
+    ReadFormat f;
+    parse_format_label(r, &f);
+    reads.push_back(f);
+  }
   const int64_t L_max = *std::max_element(o.Ls.begin(), o.Ls.end());
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
@@ -377,10 +396,15 @@ int run(int argc, char** argv) {
         for (int64_t T : o.Ts) {
         std::unique_ptr<Case> c;
         // Pool: enough slot sets that the states exceed pool_target.
-        const int64_t bytes_state = (shape.family == "mamba2" ? shape.H * shape.P * shape.N
-                                                              : shape.HV * shape.V * shape.K) *
-                                    int64_t(dtype_size(state));
-        const int64_t nsets = std::max<int64_t>(1, int64_t(std::ceil(pool_target / double(bytes_state * B))));
+        const int64_t elems = shape.family == "mamba2" ? shape.H * shape.P * shape.N : shape.HV * shape.V * shape.K;
+        const int64_t bytes_state = elems * int64_t(dtype_size(state));
+        // Slot sets: the smallest representation timed (a read copy) exceeds pool_target too.
+        int64_t bytes_small = bytes_state;
+        for (ReadFormat f : reads) {
+          const QuantLayout q = shape.family == "mamba2" ? quant_layout(f, shape.P, shape.N) : quant_layout(f, shape.V, shape.K);
+          bytes_small = std::min(bytes_small, int64_t(std::ceil(double(elems) * q.bytes_per_element())));
+        }
+        const int64_t nsets = std::max<int64_t>(1, int64_t(std::ceil(pool_target / double(bytes_small * B))));
         if (!guarded("setup", [&] { c = make_case(shape, B, nsets, state, DType::bf16, d_dtype, L_max, o.seed + uint64_t(B), T); }))
           continue;
         const ByteModel bm = c->bytes();
@@ -456,6 +480,37 @@ int run(int argc, char** argv) {
               finish(r);
             });
           }
+          for (ReadFormat f : want_dual ? reads : std::vector<ReadFormat>{}) {
+            for (int64_t L : o.Ls) {
+              if (L < T) continue;
+              if (o.budget_s > 0 && elapsed() > o.budget_s) { ++skipped; continue; }
+              guarded(std::string("dual_spec ") + format_label(f) + " T=" + std::to_string(T) + " L=" + std::to_string(L), [&] {
+                c->set_read_copy(f);
+                const ByteModel dm = c->bytes();
+                Row r = proto;
+                r.mode = "dual_spec";
+                r.read = format_label(f);
+                r.L = L;
+                r.flush_layout = "spread";
+                r.record = dtype_label(c->record_dtype());
+                r.records = c->record_desc();
+                c->prepare_spec(L, o.seed + uint64_t(L));
+                const FlushStats fs = c->simulate_spec(spec_steps, 4);
+                r.flush_share = fs.flush_share;
+                r.flush_peak = fs.flush_peak;
+                r.hist_mean = fs.hist_mean;
+                r.bytes = dual_bytes_per_step(dm, fs, B, T);
+                r.mem_bytes_per_row = c->dual_mem_bytes_per_row();
+                r.model_speedup = snapshot_bytes_per_step(bm, B, T) / r.bytes;
+                r.timing = time_steps([&](int64_t i) { c->step_spec(true, i % nsets, i, exec); }, spec_steps,
+                                      stream, exec, o.target_ms);
+                r.us = r.timing.us_per_step;
+                if (snap.us > 0) r.speedup = snap.us / r.us;
+                finish(r);
+              });
+            }
+            c->clear_read_copy();
+          }
           continue;
         }
         Row base = proto;
@@ -498,6 +553,56 @@ int run(int argc, char** argv) {
             if (base.us > 0) r.speedup = base.us / r.us;
             finish(r);
           });
+        }
+        // Dual precision (replay on a read copy) and shared mode, per format.
+        for (ReadFormat f : reads) {
+          if (!guarded(std::string("read copy ") + format_label(f), [&] { c->set_read_copy(f); })) continue;
+          const ByteModel dm = c->bytes();
+          for (int64_t L : want_dual ? o.Ls : std::vector<int64_t>{}) {
+            if (o.budget_s > 0 && elapsed() > o.budget_s) { ++skipped; continue; }
+            guarded(std::string("dual ") + format_label(f) + " L=" + std::to_string(L), [&] {
+              Row r = proto;
+              r.mode = "dual";
+              r.read = format_label(f);
+              r.L = L;
+              r.flush_layout = aligned ? "aligned" : "spread";
+              r.record = dtype_label(c->record_dtype());
+              r.records = c->record_desc();
+              c->prepare_replay(L, aligned, o.seed + uint64_t(L));
+              const int64_t cycle = nsets * L;
+              const int64_t steps = cycle * std::max<int64_t>(1, (32 + cycle - 1) / cycle);
+              const FlushStats fs = c->simulate(steps);
+              r.flush_share = fs.flush_share;
+              r.flush_peak = fs.flush_peak;
+              r.hist_mean = fs.hist_mean;
+              r.bytes = dual_bytes_per_step(dm, fs, B, 1);
+              r.mem_bytes_per_row = c->dual_mem_bytes_per_row();
+              r.model_speedup = base_bytes / r.bytes;
+              r.timing = time_steps([&](int64_t i) { c->step(true, i % nsets, exec); }, steps, stream, exec, o.target_ms);
+              r.us = r.timing.us_per_step;
+              if (base.us > 0) r.speedup = base.us / r.us;
+              finish(r);
+            });
+          }
+          if (want_shared && (o.budget_s <= 0 || elapsed() <= o.budget_s)) {
+            guarded(std::string("shared ") + format_label(f), [&] {
+              Row r = proto;
+              r.mode = "shared";
+              r.state = r.read = format_label(f);
+              r.record = r.records = "none";
+              r.L = 0;
+              r.flush_layout = "none";
+              r.bytes = shared_bytes_per_step(dm, B, 1);
+              r.mem_bytes_per_row = c->shared_mem_bytes_per_row();
+              r.model_speedup = base_bytes / r.bytes;
+              const int64_t steps = nsets * std::max<int64_t>(1, (32 + nsets - 1) / nsets);
+              r.timing = time_steps([&](int64_t i) { c->step_shared(i % nsets, exec); }, steps, stream, exec, o.target_ms);
+              r.us = r.timing.us_per_step;
+              if (base.us > 0) r.speedup = base.us / r.us;
+              finish(r);
+            });
+          }
+          c->clear_read_copy();
         }
         }  // T
       }

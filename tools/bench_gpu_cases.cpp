@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "presets.h"
 #include "replayssm/delta.h"
+#include "replayssm/dual.h"
 #include "replayssm/mamba2.h"
 
 namespace replayssm::bench {
@@ -74,6 +75,18 @@ bool parse_dtype_label(const std::string& s, DType* out) {
   return true;
 }
 
+const char* format_label(ReadFormat f) {
+  return f == ReadFormat::f16 ? "fp16" : read_format_name(f);
+}
+bool parse_format_label(const std::string& s, ReadFormat* out) {
+  if (s == "bf16") *out = ReadFormat::bf16;
+  else if (s == "fp16" || s == "f16") *out = ReadFormat::f16;
+  else if (s == "fp8" || s == "fp8_e4m3" || s == "e4m3") *out = ReadFormat::fp8_e4m3;
+  else if (s == "nvfp4") *out = ReadFormat::nvfp4;
+  else return false;
+  return true;
+}
+
 std::string ModelShape::name() const {
   auto s = [](const char* k, int64_t v) { return std::string(k) + std::to_string(v); };
   if (family == "mamba2") return s("H", H) + "-" + s("P", P) + "-" + s("N", N) + "-" + s("G", G);
@@ -124,6 +137,28 @@ double spec_replay_bytes_per_step(const ByteModel& m, const FlushStats& f, int64
   const double row = m.state * (1 + f.flush_share) + m.record * (t + f.hist_mean + f.fold_mean) +
                      t * (m.inputs + m.outputs) + m.cursor + 4;
   return double(B) * row + m.params;
+}
+
+double dual_bytes_per_step(const ByteModel& m, const FlushStats& f, int64_t B, int64_t T) {
+  const double t = double(T);
+  const double row = m.copy * (1 - f.flush_share) + f.flush_share * (2 * m.state + m.copy) +
+                     m.record * (t + f.hist_mean + f.fold_mean) + m.dual_extra * (t + f.fold_mean) +
+                     t * (m.inputs + m.outputs) + m.cursor + (T > 1 ? 4 : 0);
+  return double(B) * row + m.params;
+}
+double shared_bytes_per_step(const ByteModel& m, int64_t B, int64_t T) {
+  return double(B) * (2 * m.copy + double(T) * (m.inputs + m.outputs)) + m.params;
+}
+
+// Packs `tiles` state tiles [tiles, R, K] (dtype dt) into `copy` on the
+// device (quant_pack, cuda backend, default stream) and waits for it.
+static void pack_copy(ReadFormat f, const void* state, DType dt, int64_t tiles, int64_t R, int64_t K,
+                      void* copy, int64_t tile_bytes) {
+  Exec e;
+  e.backend = Backend::cuda;
+  quant_pack(f, Tensor::view(const_cast<void*>(state), dt, {tiles, R, K}, Device::cuda),
+             Tensor::view(copy, DType::u8, {tiles, tile_bytes}, Device::cuda), e);
+  cuda_ok(cudaDeviceSynchronize(), "read copy pack");
 }
 
 // ---------------------------------------------------------------------------
@@ -368,6 +403,7 @@ class Mamba2Case final : public Case {
     m.outputs = H * P * sa;                              // y
     m.params = 3 * H * 4;                                // A, dt_bias, D
     m.cursor = 2 * CURSOR_FIELDS * 4;
+    m.copy = has_copy ? H * double(tile_bytes_) : 0;
     return m;
   }
   int64_t replay_mem_bytes_per_row() const override {
@@ -378,7 +414,35 @@ class Mamba2Case final : public Case {
   }
   DType record_dtype() const override { return act; }
 
+  void set_read_copy(ReadFormat f) override {
+    clear_read_copy();
+    tile_bytes_ = mamba2_tile_bytes(f, shape());
+    copy_ = DeviceBuffer(size_t(S * s_.H * tile_bytes_));
+    pack_copy(f, pool_.state.data, state_dtype, S * s_.H, s_.P, s_.N, copy_.get(), tile_bytes_);
+    pool_.read_copy = Tensor::view(copy_.get(), DType::u8, {S, s_.H, tile_bytes_}, Device::cuda);
+    pool_.read_format = f;
+    read_format = f;
+    has_copy = true;
+  }
+  void clear_read_copy() override {
+    pool_.read_copy = Tensor{};
+    copy_ = DeviceBuffer();
+    has_copy = false;
+  }
+  void step_shared(int64_t set, const Exec& exec) override {
+    step_.slot = slot_view(set);
+    mamba2_decode_shared(step_, pool_.read_copy, read_format, QuantRounding{}, exec);
+  }
+  int64_t dual_mem_bytes_per_row() const override {
+    return mamba2_state_bytes_per_row(PrecisionMode::dual, shape(), state_dtype, read_format, act, L, T);
+  }
+  int64_t shared_mem_bytes_per_row() const override {
+    return mamba2_state_bytes_per_row(PrecisionMode::shared, shape(), state_dtype, read_format, act, L, T);
+  }
+  int64_t copy_bytes_per_row(ReadFormat f) const override { return s_.H * mamba2_tile_bytes(f, shape()); }
+
  private:
+  Mamba2Shape shape() const { return {s_.H, s_.P, s_.N, s_.G}; }
   // Ring views of R() = L + T entries per slot for the current L.
   void bind_rings() {
     pool_.ring_x = Tensor::view(ring_x_, act, {S, R(), s_.H, s_.P}, Device::cuda);
@@ -469,6 +533,8 @@ class DeltaCase final : public Case {
     m.outputs = HV * V * sa;                                               // o
     m.params = HV * 4 + HV * GK * 4;                                       // A_log, dt_bias
     m.cursor = 2 * CURSOR_FIELDS * 4;
+    m.copy = has_copy ? HV * double(tile_bytes_) : 0;
+    m.dual_extra = HV * V * sa + HV * 4;  // v (as it arrived), β (fp32)
     return m;
   }
   int64_t replay_mem_bytes_per_row() const override {
@@ -479,10 +545,48 @@ class DeltaCase final : public Case {
   }
   DType record_dtype() const override { return d_dtype_; }
 
+  void set_read_copy(ReadFormat f) override {
+    clear_read_copy();
+    const int64_t HV = s_.HV, Rm = L_max + T;
+    tile_bytes_ = delta_tile_bytes(f, shape());
+    copy_ = DeviceBuffer(size_t(S * HV * tile_bytes_));
+    pack_copy(f, state_.data, state_dtype, S * HV, s_.V, s_.K, copy_.get(), tile_bytes_);
+    ring_v_ = make_filled(dual_buf_, act, {S, Rm, HV, s_.V}, Dist::normal, 0, 1, 91).data;
+    ring_beta_ = make_filled(dual_buf_, DType::f32, {S, Rm, HV}, Dist::uniform, 0.1, 0.9, 92).data;
+    pool_.read_copy = Tensor::view(copy_.get(), DType::u8, {S, HV, tile_bytes_}, Device::cuda);
+    pool_.read_format = f;
+    read_format = f;
+    has_copy = true;
+  }
+  void clear_read_copy() override {
+    pool_.read_copy = pool_.ring_v = pool_.ring_beta = Tensor{};
+    copy_ = DeviceBuffer();
+    dual_buf_.clear();
+    ring_v_ = ring_beta_ = nullptr;
+    has_copy = false;
+  }
+  void step_shared(int64_t set, const Exec& exec) override {
+    step_.slot = slot_view(set);
+    delta_decode_shared(f_, step_, pool_.read_copy, read_format, QuantRounding{}, exec);
+  }
+  int64_t dual_mem_bytes_per_row() const override {
+    return delta_state_bytes_per_row(PrecisionMode::dual, f_, shape(), state_dtype, read_format, act, d_dtype_, L, T);
+  }
+  int64_t shared_mem_bytes_per_row() const override {
+    return delta_state_bytes_per_row(PrecisionMode::shared, f_, shape(), state_dtype, read_format, act, d_dtype_, L, T);
+  }
+  int64_t copy_bytes_per_row(ReadFormat f) const override { return s_.HV * delta_tile_bytes(f, shape()); }
+
  private:
-  // Ring views of R() = L + T entries per slot for the current L.
+  DeltaShape shape() const { return {s_.H, s_.HV, s_.K, s_.V}; }
+  // Ring views of R() = L + T entries per slot for the current L (and the
+  // dual records v, β while a read copy is bound).
   void bind_rings() {
     const int64_t H = s_.H, HV = s_.HV, K = s_.K, V = s_.V;
+    if (has_copy) {
+      pool_.ring_v = Tensor::view(ring_v_, act, {S, R(), HV, V}, Device::cuda);
+      pool_.ring_beta = Tensor::view(ring_beta_, DType::f32, {S, R(), HV}, Device::cuda);
+    }
     pool_.ring_d = Tensor::view(ring_d_, d_dtype_, {S, R(), HV, V}, Device::cuda);
     pool_.ring_k = Tensor::view(ring_k_, act, {S, R(), H, K}, Device::cuda);
     pool_.ring_ks = Tensor::view(ring_ks_, DType::f32, {S, R(), H}, Device::cuda);
@@ -496,6 +600,8 @@ class DeltaCase final : public Case {
   std::vector<DeviceBuffer> buf_;
   Tensor state_;
   void *ring_d_ = nullptr, *ring_k_ = nullptr, *ring_ks_ = nullptr, *ring_g_ = nullptr;
+  std::vector<DeviceBuffer> dual_buf_;  // ring_v, ring_beta while a read copy is bound
+  void *ring_v_ = nullptr, *ring_beta_ = nullptr;
   DeltaStep step_;
   DeltaPool pool_;
   Tensor snap_state_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/ring.h"
+#include "replayssm/quant.h"
 #include "replayssm/types.h"
 
 namespace replayssm::bench {
@@ -44,6 +45,9 @@ void fill_random(void* dev, DType dt, int64_t n, Dist dist, double a, double b, 
 // Dtype names of design §7: fp32, fp16, bf16.
 const char* dtype_label(DType dt);
 bool parse_dtype_label(const std::string& s, DType* out);
+// Read-copy format names of design §7: bf16, fp16, fp8 (E4M3), nvfp4.
+const char* format_label(ReadFormat f);
+bool parse_format_label(const std::string& s, ReadFormat* out);
 
 // One per-layer model shape of design §6.
 struct ModelShape {
@@ -70,6 +74,8 @@ struct ByteModel {
   double outputs = 0;  // step outputs
   double params = 0;   // per-head parameters, once per step (not per row)
   double cursor = 0;   // cursor read + write per replay row-step
+  double copy = 0;     // a packed read copy / shared state of the current format (0: none)
+  double dual_extra = 0;  // dual records: what they keep beyond single ones (GDN/KDA v, β)
 };
 
 // Per-row-step averages of the replay schedule, from simulating the cursors.
@@ -127,8 +133,24 @@ class Case {
   virtual std::string record_desc() const = 0;  // e.g. "x:bf16 dt:fp32 B:bf16"
   virtual DType record_dtype() const = 0;       // dtype of the main record
 
+  // Dual precision and shared mode (design §4). set_read_copy(f) allocates a
+  // packed copy of every slot's state in format f, written by quant_pack on
+  // the device, and binds it (with the dual records) to the pool, so step /
+  // step_spec with replay run the dual mode; clear_read_copy() unbinds it.
+  virtual void set_read_copy(ReadFormat f) = 0;
+  virtual void clear_read_copy() = 0;
+  // Shared mode: standard decode on the packed copy as the only state
+  // (set_read_copy first), round to nearest even.
+  virtual void step_shared(int64_t set, const Exec& exec) = 0;
+  virtual int64_t dual_mem_bytes_per_row() const = 0;
+  virtual int64_t shared_mem_bytes_per_row() const = 0;
+  // Bytes of a packed tile set per row in format f (sizes the slot sets).
+  virtual int64_t copy_bytes_per_row(ReadFormat f) const = 0;
+
   int64_t B = 0, S = 0, nsets = 0, L = 0, L_max = 0, T = 1;
   DType state_dtype = DType::f32, act = DType::bf16;
+  bool has_copy = false;
+  ReadFormat read_format = ReadFormat::bf16;  // of the bound copy (has_copy)
 
  protected:
   void init_common(int64_t B_, int64_t nsets_, int64_t L_max_, uint64_t seed);
@@ -154,6 +176,8 @@ class Case {
   std::vector<int32_t> host_acc_;
   int64_t acc_steps_ = 0;
   Tensor out_;           // the step's output tensor (checked for finiteness)
+  DeviceBuffer copy_;    // packed read copy [S, heads, tile_bytes] u8 (has_copy)
+  int64_t tile_bytes_ = 0;
 };
 
 // Bytes of one speculative step over all B rows (T tokens per row):
@@ -161,6 +185,13 @@ class Case {
 // T records appended, plus the acceptances.
 double snapshot_bytes_per_step(const ByteModel& m, int64_t B, int64_t T);
 double spec_replay_bytes_per_step(const ByteModel& m, const FlushStats& f, int64_t B, int64_t T);
+// Dual precision (design §6): non-flush row-steps read the copy only; a flush
+// reads and writes the checkpoint and writes the copy; records as replay plus
+// the dual extras (appended, and read again by the fold). T tokens per row
+// (T > 1: speculative, with acceptances).
+double dual_bytes_per_step(const ByteModel& m, const FlushStats& f, int64_t B, int64_t T);
+// Shared mode: the packed state read and written every step (T tokens per row).
+double shared_bytes_per_step(const ByteModel& m, int64_t B, int64_t T);
 
 // Builds a case of T tokens per row; the pool holds nsets·B slots. d_dtype:
 // GDN/KDA ring_d dtype.

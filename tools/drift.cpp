@@ -24,10 +24,11 @@ namespace replayssm::tools {
 extern const char* DRIFT_USAGE;
 const char* DRIFT_USAGE =
     "usage: replayssm drift [--steps N] [--family mamba2|gdn|kda|all] [--L L]\n"
-    "                       [--seed S] [--threads N] [--out FILE.csv]\n"
+    "                       [--seed S] [--threads N] [--out FILE.csv] [--backend cpu|cuda]\n"
     "\n"
     "Runs one layer of each family for N decode steps (default 16384, at most\n"
-    "131072) on the CPU backend in every precision arm: fp32 step-wise, fp32\n"
+    "131072) on the CPU backend (or the GPU: --backend cuda; inputs uploaded and\n"
+    "outputs read back every step) in every precision arm: fp32 step-wise, fp32\n"
     "replay, shared bf16/f16/fp8/nvfp4 (round to nearest and stochastic), dual\n"
     "fp32+bf16/fp8/nvfp4 and fp16+nvfp4, each against an fp64 trajectory on the\n"
     "same inputs. Prints per arm the output relative error at the first and\n"
@@ -106,19 +107,21 @@ struct Result {
 
 // ---- Mamba-2 ----------------------------------------------------------------
 
-void run_mamba2(int64_t steps, int64_t L, uint64_t seed, std::vector<Result>& out) {
+// The backend's device for the library's tensors (host for reference / cpu).
+Device device_of(const Exec& ex) { return ex.backend == Backend::cuda ? Device::cuda : Device::cpu; }
+
+void run_mamba2(int64_t steps, int64_t L, uint64_t seed, const Exec& ex, std::vector<Result>& out) {
   const int64_t H = 2, P = 64, N = 128, G = 1, R = L + 1;
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> nd(0, 1);
   std::student_t_distribution<double> heavy(3.0);
-  Buf A(DType::f32, {H}), dt_bias(DType::f32, {H});
+  const Device dv = device_of(ex);
+  Buf A(DType::f32, {H}, dv), dt_bias(DType::f32, {H}, dv);
   A.set(0, -1e-3), A.set(1, -0.5);  // a = exp(δA): ≈ 0.9999 and ≈ 0.94
   dt_bias.set(0, 0.0), dt_bias.set(1, 0.0);
-  Buf x(DType::f32, {1, 1, H, P}), dt(DType::f32, {1, 1, H}), Bm(DType::f32, {1, 1, G, N}),
-      Cm(DType::f32, {1, 1, G, N}), slot(DType::i32, {1});
-  Exec ex;
-  ex.backend = Backend::cpu;
-  ex.num_threads = 1;
+  Buf x(DType::f32, {1, 1, H, P}, dv), dt(DType::f32, {1, 1, H}, dv), Bm(DType::f32, {1, 1, G, N}, dv),
+      Cm(DType::f32, {1, 1, G, N}, dv), slot(DType::i32, {1}, dv);
+  for (const Buf* b : {&A, &dt_bias, &slot}) b->upload();
 
   struct Arm {
     ArmSpec spec;
@@ -127,17 +130,19 @@ void run_mamba2(int64_t steps, int64_t L, uint64_t seed, std::vector<Result>& ou
   };
   std::vector<Arm> arms;
   for (const ArmSpec& s : arm_specs()) {
-    Arm a{s, {}, {}, {}, {}, {}, {}, Buf(DType::f32, {1, 1, H, P}), {}};
+    Arm a{s, {}, {}, {}, {}, {}, {}, Buf(DType::f32, {1, 1, H, P}, dv), {}};
     if (s.kind == ArmSpec::shared) {
-      a.copy = Buf(DType::u8, {1, H, quant_layout(s.format, P, N).tile_bytes});
+      a.copy = Buf(DType::u8, {1, H, quant_layout(s.format, P, N).tile_bytes}, dv);
     } else {
-      a.state = Buf(s.state, {1, H, P, N});
+      a.state = Buf(s.state, {1, H, P, N}, dv);
       if (s.kind != ArmSpec::step) {
-        a.ring_x = Buf(DType::f32, {1, R, H, P}), a.ring_dt = Buf(DType::f32, {1, R, H});
-        a.ring_B = Buf(DType::f32, {1, R, G, N}), a.cursor = Buf(DType::i32, {1, 3});
+        a.ring_x = Buf(DType::f32, {1, R, H, P}, dv), a.ring_dt = Buf(DType::f32, {1, R, H}, dv);
+        a.ring_B = Buf(DType::f32, {1, R, G, N}, dv), a.cursor = Buf(DType::i32, {1, 3}, dv);
       }
-      if (s.kind == ArmSpec::dual) a.copy = Buf(DType::u8, {1, H, quant_layout(s.format, P, N).tile_bytes});
+      if (s.kind == ArmSpec::dual) a.copy = Buf(DType::u8, {1, H, quant_layout(s.format, P, N).tile_bytes}, dv);
     }
+    for (const Buf* b : {&a.state, &a.ring_x, &a.ring_dt, &a.ring_B, &a.cursor, &a.copy, &a.y})
+      if (b->bytes()) b->upload();  // zeros
     arms.push_back(std::move(a));
   }
   std::vector<double> S(size_t(H * P * N), 0.0), ref(size_t(H * P));
@@ -145,6 +150,7 @@ void run_mamba2(int64_t steps, int64_t L, uint64_t seed, std::vector<Result>& ou
     for (int64_t i = 0; i < H * P; ++i) x.set(i, heavy(rng) / std::sqrt(3.0));
     for (int64_t h = 0; h < H; ++h) dt.set(h, -2.0 + nd(rng));
     for (int64_t n = 0; n < N; ++n) Bm.set(n, nd(rng)), Cm.set(n, nd(rng));
+    for (const Buf* b : {&x, &dt, &Bm, &Cm}) b->upload();
     // fp64 reference (inputs as stored in fp32).
     for (int64_t h = 0; h < H; ++h) {
       const double d = softplus(dt.get(h) + dt_bias.get(h)), a = std::exp(d * A.get(h));
@@ -176,6 +182,7 @@ void run_mamba2(int64_t steps, int64_t L, uint64_t seed, std::vector<Result>& ou
           mamba2_replay_step(st, pool, Tensor{}, true, ex);
           break;
       }
+      a.y.download();
       a.bins.add(t, rel_err(a.y.as<float>(), ref));
     }
   }
@@ -184,7 +191,8 @@ void run_mamba2(int64_t steps, int64_t L, uint64_t seed, std::vector<Result>& ou
 
 // ---- GDN / KDA --------------------------------------------------------------
 
-void run_delta(DeltaFamily fam, int64_t steps, int64_t L, uint64_t seed, std::vector<Result>& out) {
+void run_delta(DeltaFamily fam, int64_t steps, int64_t L, uint64_t seed, const Exec& ex,
+               std::vector<Result>& out) {
   const bool kda = fam == DeltaFamily::kda;
   const int64_t H = 1, HV = kda ? 1 : 2, K = 128, V = 128, GW = kda ? K : 1, R = L + 1;
   std::mt19937_64 rng(seed);
@@ -200,15 +208,14 @@ void run_delta(DeltaFamily fam, int64_t steps, int64_t L, uint64_t seed, std::ve
     for (int64_t c = 0; c < GW; ++c)
       gcentre[size_t(h * GW + c)] = kda ? std::log(1e-4) + (std::log(1.0) - std::log(1e-4)) * double(c) / double(K - 1)
                                         : (h == 0 ? std::log(1e-3) : std::log(0.1));
-  Buf q(DType::f32, {1, 1, H, K}), k(DType::f32, {1, 1, H, K}), v(DType::f32, {1, 1, HV, V}),
-      g(DType::f32, kda ? std::vector<int64_t>{1, 1, HV, K} : std::vector<int64_t>{1, 1, HV}),
-      beta(DType::f32, {1, 1, HV}), slot(DType::i32, {1});
+  const Device dv = device_of(ex);
+  Buf q(DType::f32, {1, 1, H, K}, dv), k(DType::f32, {1, 1, H, K}, dv), v(DType::f32, {1, 1, HV, V}, dv),
+      g(DType::f32, kda ? std::vector<int64_t>{1, 1, HV, K} : std::vector<int64_t>{1, 1, HV}, dv),
+      beta(DType::f32, {1, 1, HV}, dv), slot(DType::i32, {1}, dv);
+  slot.upload();
   DeltaGating gating;
   gating.raw_gate = false;  // g is the log-decay
   gating.raw_beta = true;
-  Exec ex;
-  ex.backend = Backend::cpu;
-  ex.num_threads = 1;
 
   struct Arm {
     ArmSpec spec;
@@ -219,23 +226,26 @@ void run_delta(DeltaFamily fam, int64_t steps, int64_t L, uint64_t seed, std::ve
   for (const ArmSpec& s : arm_specs()) {
     Arm a;
     a.spec = s;
-    a.o = Buf(DType::f32, {1, 1, HV, V});
+    a.o = Buf(DType::f32, {1, 1, HV, V}, dv);
     const int64_t tile = quant_layout(s.format, V, K).tile_bytes;
     if (s.kind == ArmSpec::shared) {
-      a.copy = Buf(DType::u8, {1, HV, tile});
+      a.copy = Buf(DType::u8, {1, HV, tile}, dv);
     } else {
-      a.state = Buf(s.state, {1, HV, V, K});
+      a.state = Buf(s.state, {1, HV, V, K}, dv);
       if (s.kind != ArmSpec::step) {
-        a.ring_d = Buf(DType::f32, {1, R, HV, V}), a.ring_k = Buf(DType::f32, {1, R, H, K});
-        a.ring_ks = Buf(DType::f32, {1, R, H});
-        a.ring_g = Buf(DType::f32, kda ? std::vector<int64_t>{1, R, HV, K} : std::vector<int64_t>{1, R, HV});
-        a.cursor = Buf(DType::i32, {1, 3});
+        a.ring_d = Buf(DType::f32, {1, R, HV, V}, dv), a.ring_k = Buf(DType::f32, {1, R, H, K}, dv);
+        a.ring_ks = Buf(DType::f32, {1, R, H}, dv);
+        a.ring_g = Buf(DType::f32, kda ? std::vector<int64_t>{1, R, HV, K} : std::vector<int64_t>{1, R, HV}, dv);
+        a.cursor = Buf(DType::i32, {1, 3}, dv);
       }
       if (s.kind == ArmSpec::dual) {
-        a.copy = Buf(DType::u8, {1, HV, tile});
-        a.ring_v = Buf(DType::f32, {1, R, HV, V}), a.ring_beta = Buf(DType::f32, {1, R, HV});
+        a.copy = Buf(DType::u8, {1, HV, tile}, dv);
+        a.ring_v = Buf(DType::f32, {1, R, HV, V}, dv), a.ring_beta = Buf(DType::f32, {1, R, HV}, dv);
       }
     }
+    for (const Buf* b : {&a.state, &a.ring_d, &a.ring_k, &a.ring_ks, &a.ring_g, &a.ring_v, &a.ring_beta,
+                         &a.cursor, &a.copy, &a.o})
+      if (b->bytes()) b->upload();  // zeros
     arms.push_back(std::move(a));
   }
   std::vector<double> S(size_t(HV * V * K), 0.0), ref(size_t(HV * V));
@@ -246,6 +256,7 @@ void run_delta(DeltaFamily fam, int64_t steps, int64_t L, uint64_t seed, std::ve
     for (int64_t i = 0; i < HV * V; ++i) v.set(i, vscale[size_t(i)] * heavy(rng) / std::sqrt(3.0));
     for (int64_t i = 0; i < HV * GW; ++i) g.set(i, -std::exp(gcentre[size_t(i)] + 0.5 * nd(rng)));
     for (int64_t h = 0; h < HV; ++h) beta.set(h, nd(rng));
+    for (const Buf* b : {&q, &k, &v, &g, &beta}) b->upload();
     // fp64 reference (inputs as stored in fp32).
     double nk = 0, nq = 0;
     for (int64_t c = 0; c < K; ++c) nk += k.get(c) * k.get(c), nq += q.get(c) * q.get(c);
@@ -287,6 +298,7 @@ void run_delta(DeltaFamily fam, int64_t steps, int64_t L, uint64_t seed, std::ve
           delta_replay_step(fam, st, pool, Tensor{}, true, ex);
           break;
       }
+      a.o.download();
       a.bins.add(t, rel_err(a.o.as<float>(), ref));
     }
   }
@@ -297,7 +309,7 @@ void run_delta(DeltaFamily fam, int64_t steps, int64_t L, uint64_t seed, std::ve
 
 int drift_main(int argc, char** argv) {
   Args a(argc, argv, 1, {});
-  a.only({"--steps", "--family", "--L", "--seed", "--threads", "--out"});
+  a.only({"--steps", "--family", "--L", "--seed", "--threads", "--out", "--backend"});
   const int64_t steps = a.integer("--steps", 16384), L = a.integer("--L", 16);
   const uint64_t seed = uint64_t(a.integer("--seed", 1));
   const int threads = int(a.integer("--threads", 2));
@@ -305,6 +317,11 @@ int drift_main(int argc, char** argv) {
   if (steps < 1 || steps > 131072) throw UsageError("--steps must be in [1, 131072]");
   if (L < 1) throw UsageError("--L must be >= 1");
   if (threads < 1) throw UsageError("--threads must be >= 1");
+  const std::string backend = a.str("--backend", "cpu");
+  if (backend != "cpu" && backend != "cuda") throw UsageError("--backend expects cpu or cuda");
+  Exec ex;
+  ex.backend = backend == "cuda" ? Backend::cuda : Backend::cpu;
+  ex.num_threads = 1;
   std::vector<std::string> fams;
   if (fam == "all") fams = {"mamba2", "gdn", "kda"};
   else if (fam == "mamba2" || fam == "gdn" || fam == "kda") fams = {fam};
@@ -325,9 +342,9 @@ int drift_main(int argc, char** argv) {
         i = next++;
       }
       try {
-        std::fprintf(stderr, "drift: %s, %lld steps ...\n", fams[i].c_str(), (long long)steps);
-        if (fams[i] == "mamba2") run_mamba2(steps, L, seed, results[i]);
-        else run_delta(fams[i] == "gdn" ? DeltaFamily::gdn : DeltaFamily::kda, steps, L, seed, results[i]);
+        std::fprintf(stderr, "drift: %s, %lld steps on %s ...\n", fams[i].c_str(), (long long)steps, backend.c_str());
+        if (fams[i] == "mamba2") run_mamba2(steps, L, seed, ex, results[i]);
+        else run_delta(fams[i] == "gdn" ? DeltaFamily::gdn : DeltaFamily::kda, steps, L, seed, ex, results[i]);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lk(err_mu);
         err = e.what();
