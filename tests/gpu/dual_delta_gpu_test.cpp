@@ -260,8 +260,8 @@ RunResult run(const Cfg& c, ReadFormat fmt, int64_t L, int64_t T, int steps, uin
       acc.upload();
     }
     const bool commit_all = T == 1;
-    std::vector<bool> flush(size_t(B), false);
-    std::vector<std::vector<uint8_t>> st0(size_t(B)), cp0(size_t(B));
+    std::vector<bool> flush(static_cast<size_t>(B), false);
+    std::vector<std::vector<uint8_t>> st0(static_cast<size_t>(B)), cp0(static_cast<size_t>(B));
     const HostTensor st_before = pool.state.fetch(), cp_before = pool.copy.fetch();
     for (int64_t b = 0; b < B; ++b) {
       const int64_t s = slots[size_t(b)];
@@ -417,17 +417,18 @@ TEST(DualDeltaGpu, SlotOperationsMatchCpu) {
         EXPECT_EQ(row_bytes(m, 0), row_bytes(st, 4)) << "flush != materialize (same dtype)";
         EXPECT_EQ(row_bytes(m, 2), row_bytes(st, 0)) << "flush != materialize (same dtype)";
       }
-      // prefill: slot 4 continues (initial), slot 2 starts fresh, an empty prompt, a pad row
+      // prefill: slot 1 continues from its records (initial), slot 2 starts
+      // fresh, an empty prompt, a pad row
       {
         const std::vector<int64_t> cu = {0, 5, 5, 12, 12};
         Inputs pin(c, {cu.back()}, rng);
-        Pair cus = index_pair(cu), ps = index_pair({4, 3, 2, -1}), init = index_pair({1, 0, 0, 0});
+        Pair cus = index_pair(cu), ps = index_pair({1, 3, 2, -1}), init = index_pair({1, 0, 0, 0});
         delta_prefill(c.f, pin.prefill(false, cus, ps, &init), pool.view(false), cpu_exec());
         delta_prefill(c.f, pin.prefill(true, cus, ps, &init), pool.view(true), cuda_exec());
         sync();
         EXPECT_LE(rel_err(pin.o.fetch().to_f64(), pin.o.h.to_f64()), std::max(state_tol(c), c.act == DType::bf16 ? 1e-2 : 1e-4))
             << "prefill outputs";
-        pool.expect_match(c, {4, 3, 2}, "prefill");
+        pool.expect_match(c, {1, 3, 2}, "prefill");
       }
       // copy and reset
       Pair src = index_pair({4, 0}), dst = index_pair({1, 3});
