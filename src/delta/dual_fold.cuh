@@ -21,9 +21,10 @@ namespace replayssm::delta::cuda_impl {
 
 inline constexpr int DUAL_THREADS = 256;
 
-// Shared memory of the fold (floats): KH, U [L][K] (+ KDA A [L][K]), β [L], GDN α [L].
-__host__ __device__ inline int64_t dual_fold_floats(bool kda, int K, int L) {
-  return align4(int64_t(L) * K) * (kda ? 3 : 2) + 2 * align4(L);
+// Shared memory of the fold (floats): KH, U [L][K] (+ KDA A [L][K]), β [L],
+// GDN α [L], the records' v [L][V].
+__host__ __device__ inline int64_t dual_fold_floats(bool kda, int K, int V, int L) {
+  return align4(int64_t(L) * K) * (kda ? 3 : 2) + 2 * align4(L) + align4(int64_t(L) * V);
 }
 
 __device__ __forceinline__ void dual_store_out(void* p, DType dt, int64_t i, float x) {
@@ -32,7 +33,7 @@ __device__ __forceinline__ void dual_store_out(void* p, DType dt, int64_t i, flo
 }
 
 template <DType SD, bool KDA>
-__global__ void __launch_bounds__(DUAL_THREADS) delta_dual_fold_kernel(DualArgs a) {
+__global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_kernel(DualArgs a) {
   using RW = Row<SD>;
   using TS = typename RW::TS;
   extern __shared__ float4 smem4[];
@@ -99,6 +100,7 @@ __global__ void __launch_bounds__(DUAL_THREADS) delta_dual_fold_kernel(DualArgs 
   float* AV = U + align4(int64_t(L) * K);  // KDA
   float* BT = sm + align4(int64_t(L) * K) * (KDA ? 3 : 2);
   float* AL = BT + align4(L);  // GDN
+  float* VJ = AL + align4(L);  // [L][V]: v of the records, so the row loop reads no global memory
 
   for (int hv = hv_lo; hv < hv_hi; ++hv) {  // uniform over the block
     const int kh = hv / a.G;
@@ -122,6 +124,11 @@ __global__ void __launch_bounds__(DUAL_THREADS) delta_dual_fold_kernel(DualArgs 
                                                          int64_t(hv) * a.ring_beta.s2];
         if (!KDA) AL[j] = expf(rg.g[s * rg.g0 + pos * rg.g1 + int64_t(hv) * rg.g2]);
       }
+      for (int x = tid; x < count * V; x += nthr) {
+        const int j = x / V, v = x % V;
+        const int64_t pos = ring_pos(start, j, rg.R);
+        VJ[x] = load_any(a.ring_v.p, a.ring_v.dt, s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + v);
+      }
       __syncthreads();
       for (int base = 0; base < V; base += rpp) {  // uniform: group sums need whole warps
         const int v = base + grp;
@@ -132,10 +139,7 @@ __global__ void __launch_bounds__(DUAL_THREADS) delta_dual_fold_kernel(DualArgs 
         else row.zero();
         for (int j = 0; j < count; ++j) {
           const float sk = group_sum(row.dot(U + int64_t(j) * K, lane, lpr, K), lpr);
-          const int64_t pos = ring_pos(start, j, rg.R);
-          const float vj = valid ? load_any(a.ring_v.p, a.ring_v.dt, s * a.ring_v.s0 + pos * a.ring_v.s1 +
-                                                                         int64_t(hv) * a.ring_v.s2 + v)
-                                 : 0.f;
+          const float vj = valid ? VJ[j * V + v] : 0.f;
           const float d = round_to(rg.d_dt, BT[j] * (vj - sk));
           if (KDA) row.scale(AV + int64_t(j) * K, lane, lpr, K);
           else row.scale(AL[j]);

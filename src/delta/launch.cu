@@ -450,11 +450,12 @@ void run_dual_fold(const char* fn, int op, const DeltaPool& pool, const QuantLay
   a.V = int(d.V);
   a.lpr = lanes_per_row(d.K);
   a.status = exec.device_status;
-  const size_t smem = size_t(dual_fold_floats(is_kda(d), int(d.K), a.rings.cur ? int(d.L) : 0)) * 4;
+  const size_t smem = size_t(dual_fold_floats(is_kda(d), int(d.K), int(d.V), a.rings.cur ? int(d.L) : 0)) * 4;
   check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda dual fold kernel's shared memory");
   // Heads per block: few blocks for the rows that do not flush (they only
-  // read a cursor), yet several waves over the SMs when every row flushes.
-  const int64_t want = 8 * int64_t(sm_count());
+  // read a cursor), yet many resident blocks per SM when every row flushes
+  // (the fold is a dependent chain per state row: it needs warps in flight).
+  const int64_t want = 32 * int64_t(sm_count());
   a.hpb = int(std::clamp<int64_t>(d.HV * n / std::max<int64_t>(want, 1), 1, d.HV));
   const Launch l = launch_of(unsigned((d.HV + a.hpb - 1) / a.hpb), unsigned(n), 1, DUAL_THREADS, smem, exec);
   dispatch<DualFoldOp>(pool.state.dtype, is_kda(d), a, l);
