@@ -4,6 +4,7 @@
 // allocation, so every call can be captured in a CUDA graph. Indices that
 // only the device sees are checked in the kernels (Exec::device_status).
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "core/check.h"
@@ -302,10 +303,12 @@ void prefill(const DeltaPrefill& p, const DeltaPool& pool, const Dims& d, const 
 
 namespace {
 
-// The read copy of a dual pool as the replay kernels' state.
+// The read copy of a dual pool as the replay kernels' state; `before` runs
+// after every check of the step and before its first launch (the dual fold).
 struct DualRead {
   const Tensor* copy;
   QuantLayout lay;
+  std::function<void()> before;
 };
 
 RecRing rec_of(const Tensor& t) {
@@ -381,6 +384,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda replay kernel's shared memory");
     const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                                REPLAY1_THREADS, smem, exec);
+    if (dual) dual->before();
     if (qf == QF_FP8) kda ? launch_replay1_quant<QF_FP8, true>(a, l) : launch_replay1_quant<QF_FP8, false>(a, l);
     else if (qf == QF_NVFP4) kda ? launch_replay1_quant<QF_NVFP4, true>(a, l) : launch_replay1_quant<QF_NVFP4, false>(a, l);
     else dispatch<Replay1Op>(sd, kda, a, l);
@@ -396,6 +400,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     check::require(smem <= 227 * 1024, fn, "pool.L", "L + T too large for the cuda replay kernel's shared memory");
     const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                                REPLAY_THREADS, smem, exec);
+    if (dual) dual->before();
     if (qf == QF_FP8) kda ? launch_replay_quant<QF_FP8, true>(a, l) : launch_replay_quant<QF_FP8, false>(a, l);
     else if (qf == QF_NVFP4) kda ? launch_replay_quant<QF_NVFP4, true>(a, l) : launch_replay_quant<QF_NVFP4, false>(a, l);
     else dispatch<ReplayOp>(sd, kda, a, l);
@@ -414,6 +419,15 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
   c.status = exec.device_status;
   launch_cursor(c, exec);
   cuda_util::check_launch(fn);
+}
+
+// Shared memory of the dual fold kernel, checked (callers check it before
+// their first launch, so a rejected call writes nothing).
+size_t dual_fold_smem(const char* fn, const DeltaPool& pool, const Dims& d) {
+  const size_t smem =
+      size_t(dual_fold_floats(is_kda(d), int(d.K), int(d.V), pool.ring_d.defined() ? int(d.L) : 0)) * 4;
+  check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda dual fold kernel's shared memory");
+  return smem;
 }
 
 // The dual fold / repack kernel over the n = slot.shape[0] rows of `slot`.
@@ -450,8 +464,7 @@ void run_dual_fold(const char* fn, int op, const DeltaPool& pool, const QuantLay
   a.V = int(d.V);
   a.lpr = lanes_per_row(d.K);
   a.status = exec.device_status;
-  const size_t smem = size_t(dual_fold_floats(is_kda(d), int(d.K), int(d.V), a.rings.cur ? int(d.L) : 0)) * 4;
-  check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda dual fold kernel's shared memory");
+  const size_t smem = dual_fold_smem(fn, pool, d);
   // Heads per block: few blocks for the rows that do not flush (they only
   // read a cursor), yet many resident blocks per SM when every row flushes
   // (the fold is a dependent chain per state row: it needs warps in flight).
@@ -479,9 +492,11 @@ void dual_replay_step(const DeltaStep& step, const DeltaPool& pool, const QuantL
   const char* fn = "delta_replay_step";
   cuda_util::require_supported_device(fn);
   check_layout(fn, pool.state, d, d.B);
-  run_dual_fold(fn, DUAL_STEP, pool, lay, step.slot, step.pad_slot_id, num_accepted, Tensor{}, nullptr, int(d.T),
-                d, exec);
-  const DualRead dr{&pool.read_copy, lay};
+  dual_fold_smem(fn, pool, d);
+  const DualRead dr{&pool.read_copy, lay, [&] {
+                      run_dual_fold(fn, DUAL_STEP, pool, lay, step.slot, step.pad_slot_id, num_accepted, Tensor{},
+                                    nullptr, int(d.T), d, exec);
+                    }};
   run_replay(fn, step, pool, num_accepted, commit_all, d, exec, &dr);
 }
 
@@ -489,6 +504,8 @@ void dual_prefill(const DeltaPrefill& p, const DeltaPool& pool, const QuantLayou
                   const Exec& exec) {
   const char* fn = "delta_prefill";
   cuda_util::require_supported_device(fn);
+  check_layout(fn, pool.state, d, d.B);
+  dual_fold_smem(fn, pool, d);
   // Rows continuing from their state start from the high-precision fold.
   if (pool.cursor.defined() && p.initial.defined())
     run_dual_fold(fn, DUAL_INIT, pool, lay, p.slot, p.pad_slot_id, Tensor{}, p.initial, nullptr, 0, d, exec);
