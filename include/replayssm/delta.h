@@ -68,7 +68,8 @@ struct DeltaPool {
   // outputs only) in ring_d; a flush recomputes every d_j against the
   // high-precision checkpoint from the records' k_j, g_j, v_j, β_j, so the
   // checkpoint never depends on the copy. Dual pools need all three tensors
-  // and run on the reference and cpu backends.
+  // and run on the reference, cpu and cuda backends (cuda: bf16 / f16 copies
+  // need K % 8 == 0).
   Tensor read_copy;  // [S, HV, tile_bytes] u8, tile rows 16-byte aligned
   ReadFormat read_format = ReadFormat::bf16;
   Tensor ring_v;     // [S, R, HV, V] v_j as it arrived (dtype of v)

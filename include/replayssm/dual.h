@@ -17,7 +17,9 @@
 // Packed pools are u8 [S, heads, tile_bytes] with one tile per (slot, head):
 // Mamba-2 [P, N], GDN/KDA [V, K] (the contiguous axis, which the read GEMVs
 // contract over, carries the block scales). Dual and shared modes run on the
-// reference and cpu backends; the cuda backend rejects them.
+// reference and cpu backends; dual GDN/KDA pools (DeltaPool) also on the cuda
+// backend (every delta_* entry point; flushes decided on the device from the
+// cursors, graph-safe). The cuda backend rejects the shared mode.
 #pragma once
 #include <cstdint>
 

@@ -57,6 +57,9 @@ void require_host(const char* fn, const Exec& exec, const char* what);
 // stride, 16-byte aligned tiles) for the tile layout of `format`.
 QuantLayout check_packed_pool(const char* fn, const char* arg, const Tensor& t, ReadFormat format,
                               int64_t S, int64_t heads, int64_t R, int64_t K);
+// The same for a pool on `device` (cuda: the dual pools of the cuda backend).
+QuantLayout check_packed_pool(const char* fn, const char* arg, const Tensor& t, ReadFormat format,
+                              int64_t S, int64_t heads, int64_t R, int64_t K, Device device);
 
 // Tile codecs of the backend (reference: the oracle; cpu: the fast codec).
 void pack_tile(Backend b, const QuantLayout& L, const float* x, uint8_t* tile);

@@ -315,10 +315,12 @@ void delta_snapshot_decode(DeltaFamily f, const DeltaStep& step, const Tensor& s
 }
 
 void delta_prefill(DeltaFamily f, const DeltaPrefill& p, const DeltaPool& pool, const Exec& exec) {
-  if (delta::dual::requested(pool)) return delta::dual::prefill(f, p, pool, exec);
+  const bool dual = delta::dual::requested(pool);
+  if (dual && exec.backend != Backend::cuda) return delta::dual::prefill(f, p, pool, exec);
   const char* fn = "delta_prefill";
   check_family(fn, f);
   check_backend(fn, exec);
+  const QuantLayout copy = dual ? delta::dual::check_device_pool(fn, f, pool, false, exec) : QuantLayout{};
   Dims d;
   d.family = f;
   check::present(fn, "q", p.q);
@@ -349,18 +351,25 @@ void delta_prefill(DeltaFamily f, const DeltaPrefill& p, const DeltaPool& pool, 
   switch (exec.backend) {
     case Backend::reference: delta::reference::prefill(p, pool, d); break;
     case Backend::cpu: delta::cpu::prefill(p, pool, d, exec); break;
-    case Backend::cuda: delta::cuda::prefill(p, pool, d, exec); break;
+    case Backend::cuda:
+      if (dual) delta::cuda::dual_prefill(p, pool, copy, d, exec);
+      else delta::cuda::prefill(p, pool, d, exec);
+      break;
   }
 }
 
 void delta_replay_step(DeltaFamily f, const DeltaStep& step, const DeltaPool& pool,
                        const Tensor& num_accepted, bool commit_all, const Exec& exec) {
-  if (delta::dual::requested(pool)) return delta::dual::replay_step(f, step, pool, num_accepted, commit_all, exec);
+  const bool dual = delta::dual::requested(pool);
+  if (dual && exec.backend != Backend::cuda)
+    return delta::dual::replay_step(f, step, pool, num_accepted, commit_all, exec);
   const char* fn = "delta_replay_step";
   Dims d;
   check_step(fn, f, step, d, exec);
   const DType act = step.k.dtype;
   check_pool(fn, f, pool, true, true, d, exec, &act);
+  const QuantLayout copy = dual ? delta::dual::check_device_pool(fn, f, pool, true, exec) : QuantLayout{};
+  if (dual) check::same_dtype(fn, "pool.ring_v", pool.ring_v, "v", step.v.dtype);
   check::require(d.T <= d.L, fn, "q", "expected T (" + std::to_string(d.T) + ") <= L (" +
                  std::to_string(d.L) + ")");
   check::require(d.R >= d.L + d.T, fn, "pool.ring_d", "expected ring length R >= L + T = " +
@@ -373,7 +382,10 @@ void delta_replay_step(DeltaFamily f, const DeltaStep& step, const DeltaPool& po
   switch (exec.backend) {
     case Backend::reference: delta::reference::replay_step(step, pool, num_accepted, commit_all, d); break;
     case Backend::cpu: delta::cpu::replay_step(step, pool, num_accepted, commit_all, d, exec); break;
-    case Backend::cuda: delta::cuda::replay_step(step, pool, num_accepted, commit_all, d, exec); break;
+    case Backend::cuda:
+      if (dual) delta::cuda::dual_replay_step(step, pool, copy, num_accepted, commit_all, d, exec);
+      else delta::cuda::replay_step(step, pool, num_accepted, commit_all, d, exec);
+      break;
   }
 }
 
@@ -416,10 +428,12 @@ void delta_commit(DeltaFamily f, const DeltaPool& pool, const Tensor& slot, int6
 
 void delta_materialize(DeltaFamily f, const DeltaPool& pool, const Tensor& slot,
                        int64_t pad_slot_id, const Tensor& out, const Exec& exec) {
-  if (delta::dual::requested(pool)) return delta::dual::materialize(f, pool, slot, pad_slot_id, out, exec);
+  const bool dual = delta::dual::requested(pool);
+  if (dual && exec.backend != Backend::cuda) return delta::dual::materialize(f, pool, slot, pad_slot_id, out, exec);
   const char* fn = "delta_materialize";
   Dims d;
   check_pool_op(fn, f, pool, false, d, exec);
+  const QuantLayout copy = dual ? delta::dual::check_device_pool(fn, f, pool, false, exec) : QuantLayout{};
   check::present(fn, "slot", slot);
   check::require(slot.ndim == 1, fn, "slot", "expected shape [n], got " + slot.shape_str());
   check_index(fn, "slot", slot, slot.shape[0], exec);
@@ -438,16 +452,21 @@ void delta_materialize(DeltaFamily f, const DeltaPool& pool, const Tensor& slot,
   switch (exec.backend) {
     case Backend::reference: delta::reference::materialize(pool, slot, pad_slot_id, out, d); break;
     case Backend::cpu: delta::cpu::materialize(pool, slot, pad_slot_id, out, d, exec); break;
-    case Backend::cuda: delta::cuda::materialize(pool, slot, pad_slot_id, out, d, exec); break;
+    case Backend::cuda:
+      if (dual) delta::cuda::dual_materialize(pool, copy, slot, pad_slot_id, out, d, exec);
+      else delta::cuda::materialize(pool, slot, pad_slot_id, out, d, exec);
+      break;
   }
 }
 
 void delta_flush(DeltaFamily f, const DeltaPool& pool, const Tensor& slot, int64_t pad_slot_id,
                  const Exec& exec) {
-  if (delta::dual::requested(pool)) return delta::dual::flush(f, pool, slot, pad_slot_id, exec);
+  const bool dual = delta::dual::requested(pool);
+  if (dual && exec.backend != Backend::cuda) return delta::dual::flush(f, pool, slot, pad_slot_id, exec);
   const char* fn = "delta_flush";
   Dims d;
   check_pool_op(fn, f, pool, true, d, exec);
+  const QuantLayout copy = dual ? delta::dual::check_device_pool(fn, f, pool, true, exec) : QuantLayout{};
   check::present(fn, "slot", slot);
   check::require(slot.ndim == 1, fn, "slot", "expected shape [n], got " + slot.shape_str());
   check_index(fn, "slot", slot, slot.shape[0], exec);
@@ -458,7 +477,10 @@ void delta_flush(DeltaFamily f, const DeltaPool& pool, const Tensor& slot, int64
   switch (exec.backend) {
     case Backend::reference: delta::reference::flush(pool, slot, pad_slot_id, d); break;
     case Backend::cpu: delta::cpu::flush(pool, slot, pad_slot_id, d, exec); break;
-    case Backend::cuda: delta::cuda::flush(pool, slot, pad_slot_id, d, exec); break;
+    case Backend::cuda:
+      if (dual) delta::cuda::dual_flush(pool, copy, slot, pad_slot_id, d, exec);
+      else delta::cuda::flush(pool, slot, pad_slot_id, d, exec);
+      break;
   }
 }
 

@@ -36,7 +36,22 @@ RSSM_DELTA_BACKEND_API(, const Exec& exec)
 // slabs); the backend carves exactly this layout from exec.workspace.
 WorkspacePlan workspace_plan(SsmOp op, const Dims& d, int threads);
 }
-namespace cuda { RSSM_DELTA_BACKEND_API(, const Exec& exec) }
+namespace cuda {
+RSSM_DELTA_BACKEND_API(, const Exec& exec)
+// Dual-precision pools (pool.read_copy of layout `copy`; dual tensors
+// validated by dual::check_device_pool, the rest as for a single pool).
+void dual_replay_step(const DeltaStep& step, const DeltaPool& pool, const QuantLayout& copy,
+                      const Tensor& num_accepted, bool commit_all, const Dims& d, const Exec& exec);
+void dual_prefill(const DeltaPrefill& p, const DeltaPool& pool, const QuantLayout& copy, const Dims& d,
+                  const Exec& exec);
+void dual_materialize(const DeltaPool& pool, const QuantLayout& copy, const Tensor& slot, int64_t pad,
+                      const Tensor& out, const Dims& d, const Exec& exec);
+void dual_flush(const DeltaPool& pool, const QuantLayout& copy, const Tensor& slot, int64_t pad,
+                const Dims& d, const Exec& exec);
+// copy[slot] = quant_pack(state[slot]) (delta_reset_slot).
+void dual_pack(const DeltaPool& pool, const QuantLayout& copy, const Tensor& slot, int64_t pad,
+               const Dims& d, const Exec& exec);
+}
 
 #undef RSSM_DELTA_BACKEND_API
 

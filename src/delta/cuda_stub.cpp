@@ -26,6 +26,23 @@ void materialize(const DeltaPool&, const Tensor&, int64_t, const Tensor&, const 
   none("delta_materialize");
 }
 void flush(const DeltaPool&, const Tensor&, int64_t, const Dims&, const Exec&) { none("delta_flush"); }
+void dual_replay_step(const DeltaStep&, const DeltaPool&, const QuantLayout&, const Tensor&, bool, const Dims&,
+                      const Exec&) {
+  none("delta_replay_step");
+}
+void dual_prefill(const DeltaPrefill&, const DeltaPool&, const QuantLayout&, const Dims&, const Exec&) {
+  none("delta_prefill");
+}
+void dual_materialize(const DeltaPool&, const QuantLayout&, const Tensor&, int64_t, const Tensor&, const Dims&,
+                      const Exec&) {
+  none("delta_materialize");
+}
+void dual_flush(const DeltaPool&, const QuantLayout&, const Tensor&, int64_t, const Dims&, const Exec&) {
+  none("delta_flush");
+}
+void dual_pack(const DeltaPool&, const QuantLayout&, const Tensor&, int64_t, const Dims&, const Exec&) {
+  none("delta_reset_slot");
+}
 
 }  // namespace replayssm::delta::cuda
 #endif

@@ -20,6 +20,7 @@
 #include "core/dual_util.h"
 #include "core/ring.h"
 #include "core/slot_ops.h"
+#include "delta/backend.h"
 #include "replayssm/dual.h"
 
 namespace replayssm::delta::dual {
@@ -84,6 +85,25 @@ Shape check_dual_pool(const char* fn, DeltaFamily f, const DeltaPool& pool, bool
   return s;
 }
 
+// A dual record ring on the device: shape dims, dtypes, unit inner stride,
+// element-aligned (the kernels read it element-wise).
+void device_ring(const char* fn, const char* arg, const Tensor& t, const std::vector<int64_t>& dims,
+                 std::initializer_list<DType> dtypes) {
+  check::present(fn, arg, t);
+  check::require(t.device == Device::cuda, fn, arg, "expected a cuda tensor");
+  bool ok = t.ndim == int(dims.size());
+  for (size_t i = 0; ok && i < dims.size(); ++i) ok = dims[i] < 0 || t.shape[i] == dims[i];
+  if (!ok) {
+    std::string want = "[";
+    for (size_t i = 0; i < dims.size(); ++i)
+      want += (i ? ", " : "") + (dims[i] < 0 ? std::string("*") : std::to_string(dims[i]));
+    check::fail(fn, arg, "expected shape " + want + "], got " + t.shape_str());
+  }
+  check::dtype(fn, arg, t, dtypes);
+  check::inner_contiguous(fn, arg, t);
+  check::aligned(fn, arg, t, int64_t(dtype_size(t.dtype)));
+}
+
 RingCursor cursor_at(const Tensor& cursor, int64_t row) {
   const int32_t* c = reinterpret_cast<const int32_t*>(du::element(cursor, {row, 0}));
   return RingCursor{c[0], c[cursor.stride[1]], c[2 * cursor.stride[1]]};
@@ -140,6 +160,36 @@ float beta_of(const DeltaStep& step, int64_t b, int64_t t, int64_t h, Backend ba
 }
 
 }  // namespace
+
+QuantLayout check_device_pool(const char* fn, DeltaFamily f, const DeltaPool& pool, bool need_rings,
+                              const Exec& exec) {
+  check::require(f == DeltaFamily::gdn || f == DeltaFamily::kda, fn, "family", "expected gdn or kda");
+  check::require(exec.backend == Backend::cuda, fn, "exec", "expected the cuda backend");
+  check::present(fn, "pool.state", pool.state);
+  check::require(pool.state.ndim == 4, fn, "pool.state", "expected shape [S, HV, V, K], got " + pool.state.shape_str());
+  const int64_t S = pool.state.shape[0], HV = pool.state.shape[1], V = pool.state.shape[2], K = pool.state.shape[3];
+  check::present(fn, "pool.read_copy", pool.read_copy);
+  const QuantLayout lay =
+      du::check_packed_pool(fn, "pool.read_copy", pool.read_copy, pool.read_format, S, HV, V, K, Device::cuda);
+  const int64_t vec = 16 / int64_t(dtype_size(pool.state.dtype));
+  check::require(K <= 512 && K % vec == 0, fn, "pool.state",
+                 "the cuda backend needs K <= 512 and a multiple of " + std::to_string(vec) + ", got " +
+                     std::to_string(K));
+  if (pool.read_format == ReadFormat::bf16 || pool.read_format == ReadFormat::f16)
+    check::require(K % 8 == 0, fn, "pool.read_format",
+                   "the cuda backend reads bf16 / f16 copies in 16-byte rows: K must be a multiple of 8, got " +
+                       std::to_string(K));
+  if (!need_rings && !pool.cursor.defined()) {
+    check::require(!pool.ring_v.defined() && !pool.ring_beta.defined(), fn, "pool.ring_v",
+                   "expected no ring_v / ring_beta on a pool without rings");
+    return lay;
+  }
+  // R from ring_d (the single-precision checks name a missing ring_d).
+  const int64_t R = pool.ring_d.defined() && pool.ring_d.ndim == 4 ? pool.ring_d.shape[1] : -1;
+  device_ring(fn, "pool.ring_v", pool.ring_v, {S, R, HV, V}, {DType::f32, DType::f16, DType::bf16});
+  device_ring(fn, "pool.ring_beta", pool.ring_beta, {S, R, HV}, {DType::f32});
+  return lay;
+}
 
 void replay_step(DeltaFamily f, const DeltaStep& step, const DeltaPool& pool,
                  const Tensor& num_accepted, bool commit_all, const Exec& exec) {
@@ -296,11 +346,20 @@ void materialize(DeltaFamily f, const DeltaPool& pool, const Tensor& slot, int64
   check::slots(fn, "slot", slot, pad, sh.S, false);
   host_tensor(fn, "out", out, {n, sh.HV, sh.V, sh.K}, {DType::f32, DType::f16, DType::bf16, DType::f64});
   std::vector<std::pair<int64_t, int64_t>> rows;
+  std::vector<int64_t> pads;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t s = check::index_at(slot, i);
-    if (s == pad) continue;
+    if (s == pad) {
+      pads.push_back(i);
+      continue;
+    }
     if (pool.cursor.defined()) checked_cursor(fn, pool, sh, s);
     rows.emplace_back(s, i);
+  }
+  {  // pad entries read as zero states (as on every backend's single-precision path)
+    const std::vector<float> zero(static_cast<size_t>(sh.V * sh.K), 0.f);
+    for (int64_t i : pads)
+      for (int64_t h = 0; h < sh.HV; ++h) du::store_tile(out, i, h, zero.data());
   }
   if (pool.cursor.defined()) {
     fold_rows(exec.backend, f, pool, rows, out, exec.num_threads);
@@ -338,8 +397,15 @@ void copy_slot(DeltaFamily f, const DeltaPool& pool, const Tensor& src, const Te
                int64_t pad, const Exec& exec) {
   const char* fn = "delta_copy_slot";
   QuantLayout lay;
-  check_dual_pool(fn, f, pool, false, exec, lay);
+  if (exec.backend == Backend::cuda) check_device_pool(fn, f, pool, false, exec);
+  else check_dual_pool(fn, f, pool, false, exec, lay);
   delta_copy_slot(f, single_view(pool), src, dst, pad, exec);  // validates, copies state and rings
+  if (exec.backend == Backend::cuda) {
+#if defined(REPLAYSSM_WITH_CUDA)
+    slot_ops::copy_cuda({pool.read_copy, pool.ring_v, pool.ring_beta}, src, dst, pad, exec);
+#endif
+    return;
+  }
   slot_ops::copy_cpu({pool.read_copy, pool.ring_v, pool.ring_beta}, src, dst, pad);
 }
 
@@ -347,6 +413,23 @@ void reset_slot(DeltaFamily f, const DeltaPool& pool, const Tensor& slot, int64_
                 const Exec& exec) {
   const char* fn = "delta_reset_slot";
   QuantLayout lay;
+  if (exec.backend == Backend::cuda) {
+    lay = check_device_pool(fn, f, pool, false, exec);
+    delta_reset_slot(f, single_view(pool), slot, pad, exec);  // validates, zeroes state, rings, cursors
+    if (slot.shape[0] == 0) return;
+    Dims d;
+    d.family = f;
+    d.S = pool.state.shape[0], d.HV = pool.state.shape[1], d.V = pool.state.shape[2], d.K = pool.state.shape[3];
+    d.H = d.HV;
+    d.B = slot.shape[0];
+#if defined(REPLAYSSM_WITH_CUDA)
+    if (pool.ring_v.defined()) slot_ops::zero_cuda({pool.ring_v, pool.ring_beta}, slot, pad, exec);
+#endif
+    DeltaPool p = pool;  // the copy of a zero checkpoint (the fold kernel reads no ring)
+    p.ring_d = p.ring_k = p.ring_ks = p.ring_g = p.cursor = p.ring_v = p.ring_beta = Tensor{};
+    cuda::dual_pack(p, lay, slot, pad, d, exec);
+    return;
+  }
   check_dual_pool(fn, f, pool, false, exec, lay);
   delta_reset_slot(f, single_view(pool), slot, pad, exec);
   slot_ops::zero_cpu({pool.ring_v, pool.ring_beta}, slot, pad);

@@ -1,17 +1,27 @@
-// Dual-precision GDN/KDA pools (pool.read_copy, ring_v or ring_beta set): the
-// public entry points of api.cpp hand such pools to these functions
-// (include/replayssm/dual.h, docs/dual_precision.md). Host backends only.
+// Dual-precision GDN/KDA pools (pool.read_copy, ring_v or ring_beta set)
+// (include/replayssm/dual.h, docs/dual_precision.md). On the reference and
+// cpu backends the public entry points of api.cpp hand such pools to the
+// functions below; on the cuda backend api.cpp validates the pool as a single
+// pool plus check_device_pool and calls delta::cuda::dual_* (launch.cu,
+// dual_fold.cuh); copy_slot and reset_slot serve both.
 #pragma once
 #include <utility>
 #include <vector>
 
 #include "replayssm/delta.h"
+#include "replayssm/quant.h"
 
 namespace replayssm::delta::dual {
 
 inline bool requested(const DeltaPool& pool) {
   return pool.read_copy.defined() || pool.ring_v.defined() || pool.ring_beta.defined();
 }
+
+// The cuda backend: validates the dual tensors of a device pool (read_copy;
+// with rings, or need_rings, also ring_v and ring_beta) and returns the
+// copy's tile layout. The single-precision tensors are the caller's to check.
+QuantLayout check_device_pool(const char* fn, DeltaFamily f, const DeltaPool& pool, bool need_rings,
+                              const Exec& exec);
 
 void replay_step(DeltaFamily f, const DeltaStep& step, const DeltaPool& pool,
                  const Tensor& num_accepted, bool commit_all, const Exec& exec);

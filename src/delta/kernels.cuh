@@ -37,6 +37,19 @@ template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& 
   launch_kernel(delta_fold_kernel<SD, KDA>, l, a);
 }
 
+template <int QF, bool KDA> void launch_replay_quant(const ReplayArgs& a, const Launch& l) {
+  launch_kernel(delta_replay_kernel<DType::f32, KDA, QF>, l, a);
+}
+template <int QF, bool KDA> void launch_replay1_quant(const ReplayArgs& a, const Launch& l) {
+  launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF>, l, a);
+}
+
+#define RSSM_DELTA_INSTANTIATE_QUANT(QF)                                                \
+  template void launch_replay_quant<QF, false>(const ReplayArgs&, const Launch&);       \
+  template void launch_replay_quant<QF, true>(const ReplayArgs&, const Launch&);        \
+  template void launch_replay1_quant<QF, false>(const ReplayArgs&, const Launch&);      \
+  template void launch_replay1_quant<QF, true>(const ReplayArgs&, const Launch&);
+
 #define RSSM_DELTA_INSTANTIATE(SD)                                                      \
   template void launch_recurrent<SD, false>(const RecArgs&, const Launch&);             \
   template void launch_recurrent<SD, true>(const RecArgs&, const Launch&);              \

@@ -4,6 +4,7 @@
 // allocation, so every call can be captured in a CUDA graph. Indices that
 // only the device sees are checked in the kernels (Exec::device_status).
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "core/check.h"
@@ -13,9 +14,11 @@
 #include "delta/kernels.h"
 #include "delta/params.h"
 #include "delta/decode1.cuh"
+#include "delta/dual_fold.cuh"
 #include "delta/recurrent.cuh"
 #include "delta/replay.cuh"
 #include "delta/replay1.cuh"
+#include "quant/backend.h"
 
 namespace replayssm::delta::cuda_impl {
 
@@ -200,6 +203,7 @@ template <DType SD, bool KDA> struct Decode1Op { static void run(const RecArgs& 
 template <DType SD, bool KDA> struct ReplayOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct Replay1Op { static void run(const ReplayArgs& a, const Launch& l) { launch_replay1<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct FoldOp { static void run(const FoldArgs& a, const Launch& l) { launch_fold<SD, KDA>(a, l); } };
+template <DType SD, bool KDA> struct DualFoldOp { static void run(const DualArgs& a, const Launch& l) { launch_dual_fold<SD, KDA>(a, l); } };
 
 void launch_cursor(const CursorArgs& a, const Exec& exec) {
   const int threads = 128;
@@ -297,11 +301,29 @@ void prefill(const DeltaPrefill& p, const DeltaPool& pool, const Dims& d, const 
   }
 }
 
-void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num_accepted,
-                 bool commit_all, const Dims& d, const Exec& exec) {
-  const char* fn = "delta_replay_step";
-  cuda_util::require_supported_device(fn);
-  check_layout(fn, pool.state, d, d.B);
+namespace {
+
+// The read copy of a dual pool as the replay kernels' state; `before` runs
+// after every check of the step and before its first launch (the dual fold).
+struct DualRead {
+  const Tensor* copy;
+  QuantLayout lay;
+  std::function<void()> before;
+};
+
+RecRing rec_of(const Tensor& t) {
+  RecRing r;
+  r.p = t.data;
+  r.dt = t.dtype;
+  r.s0 = t.stride[0], r.s1 = t.stride[1], r.s2 = t.stride[2];
+  return r;
+}
+
+// The replay step (data kernel + cursor kernel). With `dual`, the kernels
+// read the copy: bf16 / f16 copies as plain state rows (tile strides),
+// fp8 / nvfp4 through the decoding replay kernel (any T).
+void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, const Tensor& num_accepted,
+                bool commit_all, const Dims& d, const Exec& exec, const DualRead* dual) {
   ReplayArgs a;
   a.in = tokens_of(step, d);
   a.st = state_of(pool.state);
@@ -314,6 +336,27 @@ void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num
   a.T = int(d.T);
   a.lpr = lanes_per_row(d.K);
   a.status = exec.device_status;
+  DType sd = pool.state.dtype;
+  int qf = QF_NONE;
+  if (dual) {
+    const Tensor& cp = *dual->copy;
+    a.dual = true;
+    a.ring_v = rec_of(pool.ring_v);
+    a.ring_beta = rec_of(pool.ring_beta);
+    switch (dual->lay.format) {
+      case ReadFormat::bf16:
+      case ReadFormat::f16:  // u16 codes [V, K]: a plain bf16 / f16 state with tile strides
+        sd = dual->lay.format == ReadFormat::bf16 ? DType::bf16 : DType::f16;
+        a.st = StateView{cp.data, cp.stride[0] / 2, cp.stride[1] / 2, d.K};
+        break;
+      case ReadFormat::fp8_e4m3:
+      case ReadFormat::nvfp4:
+        qf = dual->lay.format == ReadFormat::fp8_e4m3 ? QF_FP8 : QF_NVFP4;
+        a.st = StateView{cp.data, cp.stride[0], cp.stride[1], dual->lay.code_row_bytes};
+        a.qg = QuantGeom{dual->lay.scale_offset, dual->lay.scale_row_bytes, dual->lay.tensor_scale_offset};
+        break;
+    }
+  }
   const bool kda = is_kda(d);
   const int64_t G = d.HV / d.H;
   if (a.T == 1) {  // plain decode: staged streaming kernel (replay1.cuh)
@@ -326,7 +369,8 @@ void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num
     a.d_vec = vec4(pool.ring_d, d.V);
     a.k_vec = vec4(pool.ring_k, d.K);
     a.g_vec = kda && vec4(pool.ring_g, d.K);
-    const int nch = int(dtype_size(pool.state.dtype));  // 16-byte chunks per 16-element lane share
+    // 16-byte stage words per 16-element lane share (fp8 / nvfp4: one per 8 elements)
+    const int nch = qf == QF_NONE ? int(dtype_size(sd)) : 2;
     const int rpp = REPLAY1_THREADS / a.lpr;
     auto smem_of = [&](const ReplayTile& t) {
       const int rbm = t.nh * t.vt;
@@ -340,7 +384,10 @@ void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num
     check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda replay kernel's shared memory");
     const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                                REPLAY1_THREADS, smem, exec);
-    dispatch<Replay1Op>(pool.state.dtype, kda, a, l);
+    if (dual) dual->before();
+    if (qf == QF_FP8) kda ? launch_replay1_quant<QF_FP8, true>(a, l) : launch_replay1_quant<QF_FP8, false>(a, l);
+    else if (qf == QF_NVFP4) kda ? launch_replay1_quant<QF_NVFP4, true>(a, l) : launch_replay1_quant<QF_NVFP4, false>(a, l);
+    else dispatch<Replay1Op>(sd, kda, a, l);
   } else {
     auto smem_of = [&](const ReplayTile& t) {
       return replay_layout(kda, int(d.K), a.T, int(d.L), t.nh, t.nh * t.vt).bytes;
@@ -353,7 +400,10 @@ void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num
     check::require(smem <= 227 * 1024, fn, "pool.L", "L + T too large for the cuda replay kernel's shared memory");
     const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                                REPLAY_THREADS, smem, exec);
-    dispatch<ReplayOp>(pool.state.dtype, kda, a, l);
+    if (dual) dual->before();
+    if (qf == QF_FP8) kda ? launch_replay_quant<QF_FP8, true>(a, l) : launch_replay_quant<QF_FP8, false>(a, l);
+    else if (qf == QF_NVFP4) kda ? launch_replay_quant<QF_NVFP4, true>(a, l) : launch_replay_quant<QF_NVFP4, false>(a, l);
+    else dispatch<ReplayOp>(sd, kda, a, l);
   }
   cuda_util::check_launch(fn);
   CursorArgs c;
@@ -369,6 +419,144 @@ void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num
   c.status = exec.device_status;
   launch_cursor(c, exec);
   cuda_util::check_launch(fn);
+}
+
+// Shared memory of the dual fold kernel, checked (callers check it before
+// their first launch, so a rejected call writes nothing).
+size_t dual_fold_smem(const char* fn, const DeltaPool& pool, const Dims& d) {
+  const size_t smem =
+      size_t(dual_fold_floats(is_kda(d), int(d.K), int(d.V), pool.ring_d.defined() ? int(d.L) : 0)) * 4;
+  check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda dual fold kernel's shared memory");
+  return smem;
+}
+
+// The dual fold / repack kernel over the n = slot.shape[0] rows of `slot`.
+void run_dual_fold(const char* fn, int op, const DeltaPool& pool, const QuantLayout& lay, const Tensor& slot,
+                   int64_t pad, const Tensor& acc, const Tensor& init, const Tensor* out, int T, const Dims& d,
+                   const Exec& exec) {
+  const int64_t n = slot.shape[0];
+  check_layout(fn, pool.state, d, n);
+  DualArgs a;
+  a.st = state_of(pool.state);
+  a.rings = rings_of(pool, d);
+  if (a.rings.cur) {
+    a.ring_v = rec_of(pool.ring_v);
+    a.ring_beta = rec_of(pool.ring_beta);
+  }
+  a.copy = CopyView{static_cast<uint8_t*>(pool.read_copy.data), pool.read_copy.stride[0], pool.read_copy.stride[1]};
+  a.geom = quant::tile_geom(lay);
+  a.slot = index_of(slot);
+  a.pad = pad;
+  a.S = d.S;
+  if (acc.defined()) a.acc = index_of(acc);
+  if (init.defined()) a.init = index_of(init);
+  a.op = op;
+  a.T = T;
+  if (out) {
+    a.out = out->data;
+    a.out_dt = out->dtype;
+    a.o0 = out->stride[0], a.o1 = out->stride[1], a.o2 = out->stride[2];
+  }
+  a.H = int(d.H);
+  a.HV = int(d.HV);
+  a.G = int(d.HV / d.H);
+  a.K = int(d.K);
+  a.V = int(d.V);
+  a.lpr = lanes_per_row(d.K);
+  a.status = exec.device_status;
+  const size_t smem = dual_fold_smem(fn, pool, d);
+  // Heads per block: few blocks for the rows that do not flush (they only
+  // read a cursor), yet many resident blocks per SM when every row flushes
+  // (the fold is a dependent chain per state row: it needs warps in flight).
+  const int64_t want = 32 * int64_t(sm_count());
+  a.hpb = int(std::clamp<int64_t>(d.HV * n / std::max<int64_t>(want, 1), 1, d.HV));
+  const Launch l = launch_of(unsigned((d.HV + a.hpb - 1) / a.hpb), unsigned(n), 1, DUAL_THREADS, smem, exec);
+  dispatch<DualFoldOp>(pool.state.dtype, is_kda(d), a, l);
+  cuda_util::check_launch(fn);
+}
+
+}  // namespace
+
+void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num_accepted,
+                 bool commit_all, const Dims& d, const Exec& exec) {
+  const char* fn = "delta_replay_step";
+  cuda_util::require_supported_device(fn);
+  check_layout(fn, pool.state, d, d.B);
+  run_replay(fn, step, pool, num_accepted, commit_all, d, exec, nullptr);
+}
+
+// Dual step: fold + repack the rows whose plan flushes (high precision),
+// then the step on the copy, then the cursors.
+void dual_replay_step(const DeltaStep& step, const DeltaPool& pool, const QuantLayout& lay,
+                      const Tensor& num_accepted, bool commit_all, const Dims& d, const Exec& exec) {
+  const char* fn = "delta_replay_step";
+  cuda_util::require_supported_device(fn);
+  check_layout(fn, pool.state, d, d.B);
+  dual_fold_smem(fn, pool, d);
+  const DualRead dr{&pool.read_copy, lay, [&] {
+                      run_dual_fold(fn, DUAL_STEP, pool, lay, step.slot, step.pad_slot_id, num_accepted, Tensor{},
+                                    nullptr, int(d.T), d, exec);
+                    }};
+  run_replay(fn, step, pool, num_accepted, commit_all, d, exec, &dr);
+}
+
+void dual_prefill(const DeltaPrefill& p, const DeltaPool& pool, const QuantLayout& lay, const Dims& d,
+                  const Exec& exec) {
+  const char* fn = "delta_prefill";
+  cuda_util::require_supported_device(fn);
+  check_layout(fn, pool.state, d, d.B);
+  dual_fold_smem(fn, pool, d);
+  // Rows continuing from their state start from the high-precision fold.
+  if (pool.cursor.defined() && p.initial.defined())
+    run_dual_fold(fn, DUAL_INIT, pool, lay, p.slot, p.pad_slot_id, Tensor{}, p.initial, nullptr, 0, d, exec);
+  DeltaPool sp;  // the checkpoint alone: the prefill must not fold ring_d
+  sp.state = pool.state;
+  sp.L = pool.L;
+  prefill(p, sp, d, exec);
+  if (pool.cursor.defined()) {
+    CursorArgs c;
+    c.rings = rings_of(pool, d);
+    c.slot = index_of(p.slot);
+    c.pad = p.pad_slot_id;
+    c.S = d.S;
+    c.op = CUR_PREFILL;
+    c.n = int(d.B);
+    c.status = exec.device_status;
+    launch_cursor(c, exec);
+    cuda_util::check_launch(fn);
+  }
+  run_dual_fold(fn, DUAL_PACK, pool, lay, p.slot, p.pad_slot_id, Tensor{}, Tensor{}, nullptr, 0, d, exec);
+}
+
+void dual_materialize(const DeltaPool& pool, const QuantLayout& lay, const Tensor& slot, int64_t pad,
+                      const Tensor& out, const Dims& d, const Exec& exec) {
+  const char* fn = "delta_materialize";
+  cuda_util::require_supported_device(fn);
+  run_dual_fold(fn, DUAL_MATERIALIZE, pool, lay, slot, pad, Tensor{}, Tensor{}, &out, 0, d, exec);
+}
+
+void dual_flush(const DeltaPool& pool, const QuantLayout& lay, const Tensor& slot, int64_t pad, const Dims& d,
+                const Exec& exec) {
+  const char* fn = "delta_flush";
+  cuda_util::require_supported_device(fn);
+  run_dual_fold(fn, DUAL_FLUSH, pool, lay, slot, pad, Tensor{}, Tensor{}, nullptr, 0, d, exec);
+  CursorArgs c;
+  c.rings = rings_of(pool, d);
+  c.slot = index_of(slot);
+  c.pad = pad;
+  c.S = d.S;
+  c.op = CUR_FLUSH;
+  c.n = int(d.B);
+  c.status = exec.device_status;
+  launch_cursor(c, exec);
+  cuda_util::check_launch(fn);
+}
+
+void dual_pack(const DeltaPool& pool, const QuantLayout& lay, const Tensor& slot, int64_t pad, const Dims& d,
+               const Exec& exec) {
+  const char* fn = "delta_reset_slot";
+  cuda_util::require_supported_device(fn);
+  run_dual_fold(fn, DUAL_PACK, pool, lay, slot, pad, Tensor{}, Tensor{}, nullptr, 0, d, exec);
 }
 
 void commit(const DeltaPool& pool, const Tensor& slot, int64_t pad, const Tensor& num_accepted,

@@ -5,6 +5,8 @@
 #include <cstdint>
 
 #include "replayssm/delta.h"
+#include "quant/tile_geom.h"
+#include "replayssm/quant.h"
 
 namespace replayssm::delta::cuda_impl {
 
@@ -64,6 +66,23 @@ struct Rings {
   int R = 0, L = 0;
 };
 
+// A per-record ring of a dual pool: ring_v [S, R, HV, V] (dtype of v) or
+// ring_beta [S, R, HV] (f32); element (s, pos, h, i) at s*s0 + pos*s1 + h*s2 + i.
+struct RecRing {
+  void* p = nullptr;
+  DType dt = DType::f32;
+  int64_t s0 = 0, s1 = 0, s2 = 0;
+};
+
+// Read-copy formats a replay kernel decodes in registers (QF_NONE: the state
+// view holds plain f32 | f16 | bf16 rows, which covers bf16 / f16 copies).
+enum QuantRead : int { QF_NONE = 0, QF_FP8 = 1, QF_NVFP4 = 2 };
+// Packed read copy as a replay state: the StateView points at the copy with
+// s0, s1 in bytes (slot, head tiles) and s2 = code bytes per row.
+struct QuantGeom {
+  int64_t scale_offset = 0, scale_row_bytes = 0, tensor_scale_offset = 0;
+};
+
 // Baseline recurrence: decode (mode 0), snapshot decode (1), prefill (2).
 enum RecMode : int { REC_DECODE = 0, REC_SNAPSHOT = 1, REC_PREFILL = 2 };
 struct RecArgs {
@@ -103,6 +122,13 @@ struct ReplayArgs {
   // Records readable 4 elements at a time (pointer and outer strides aligned
   // to 4 elements; T = 1 kernel): ring_d (and V % 4 == 0), ring_k, ring_g (KDA).
   bool d_vec = false, k_vec = false, g_vec = false;
+  // Dual pools (design §4): the state view is the read copy. A row whose plan
+  // flushes was folded and repacked by delta_dual_fold_kernel before this
+  // launch, so it reads the fresh copy with an empty history and the kernel
+  // never writes the state. v_j and β_j are appended to ring_v / ring_beta.
+  bool dual = false;
+  RecRing ring_v, ring_beta;
+  QuantGeom qg;  // QF_FP8 / QF_NVFP4 kernels
   int32_t* status = nullptr;
 };
 
@@ -117,6 +143,42 @@ struct FoldArgs {
   int64_t o0 = 0, o1 = 0, o2 = 0;
   int H = 0, HV = 0, G = 1, K = 0, V = 0;
   int lpr = 8;
+  int32_t* status = nullptr;
+};
+
+// Dual pools: the high-precision fold (every d_j recomputed against the
+// running checkpoint from k_j, g_j, v_j, β_j) and the repack of the copy, one
+// block per (value head, row). Ops:
+//   DUAL_STEP         rows whose step plan flushes (after committing `acc`):
+//                     fold in place, repack; cursors untouched (the cursor
+//                     kernel moves them after the step kernel)
+//   DUAL_FLUSH        fold in place (committed rows only), repack
+//   DUAL_INIT         prefill rows with initial != 0: fold in place (no pack)
+//   DUAL_MATERIALIZE  fold into `out` (pad rows: zeros)
+//   DUAL_PACK         repack the copy from the checkpoint
+enum DualOp : int { DUAL_STEP = 0, DUAL_FLUSH = 1, DUAL_INIT = 2, DUAL_MATERIALIZE = 3, DUAL_PACK = 4 };
+struct CopyView {
+  uint8_t* p = nullptr;  // [S, HV, tile_bytes]
+  int64_t s0 = 0, s1 = 0;  // bytes
+};
+struct DualArgs {
+  StateView st;
+  Rings rings;  // absent (cur null) for a pool without rings
+  RecRing ring_v, ring_beta;
+  CopyView copy;
+  quant::TileGeom geom;  // layout of the copy's tiles [V, K]
+  Index slot;
+  int64_t pad = -1, S = 0;
+  Index acc;   // DUAL_STEP num_accepted (p null: none)
+  Index init;  // DUAL_INIT initial (p null: none)
+  int op = DUAL_STEP;
+  int T = 0;
+  void* out = nullptr;  // DUAL_MATERIALIZE [n, HV, V, K]
+  DType out_dt = DType::f32;
+  int64_t o0 = 0, o1 = 0, o2 = 0;
+  int H = 0, HV = 0, G = 1, K = 0, V = 0;
+  int lpr = 8;
+  int hpb = 1;  // value heads per block
   int32_t* status = nullptr;
 };
 

@@ -20,7 +20,10 @@
 // writer), ring_g by the V-tile-0 blocks of each value head, ring_d by the
 // row owners. Cursors are updated by a separate launch (launch.cu).
 #pragma once
+#include <type_traits>
+
 #include "delta/kernel_common.cuh"
+#include "quant/quant.cuh"
 
 namespace replayssm::delta::cuda_impl {
 
@@ -56,10 +59,39 @@ __host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, in
   return l;
 }
 
-template <DType SD, bool KDA>
+// A row of a packed read copy (QF_FP8 / QF_NVFP4) decoded into the fp32
+// register layout (Row<f32>: chunk c = j·lpr + lane holds elements 4c..4c+3).
+// codes: the row's codes, scales: its block scales, t: the tile's fp32 scale.
+template <int QF>
+__device__ __forceinline__ void load_quant_row(Row<DType::f32>& r, const uint8_t* codes, const uint8_t* scales,
+                                               float t, int lane, int lpr, int K) {
+  using RW = Row<DType::f32>;
+#pragma unroll
+  for (int j = 0; j < RW::NCH; ++j) {
+    const int c = j * lpr + lane;
+    if (!RW::has(j, lane, lpr, K)) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) r.s[j][e] = 0.f;
+      continue;
+    }
+    if constexpr (QF == QF_FP8) {
+      const float4 f = quant::dev::fp8_decode_word(*reinterpret_cast<const uint32_t*>(codes + 4 * c), scales[c / 8]);
+      r.s[j][0] = f.x, r.s[j][1] = f.y, r.s[j][2] = f.z, r.s[j][3] = f.w;
+    } else {
+      float y[8];
+      quant::dev::e2m1x8_decode(uint32_t(*reinterpret_cast<const uint16_t*>(codes + 2 * c)), y);
+      const float sf = quant::dev::e4m3_decode(scales[c / 4]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) r.s[j][e] = __fmul_rn(__fmul_rn(y[e], sf), t);
+    }
+  }
+}
+
+template <DType SD, bool KDA, int QF = QF_NONE>
 __global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
-  using RW = Row<SD>;
-  using TS = typename RW::TS;
+  // QF != QF_NONE: the state is a packed read copy decoded to fp32 rows.
+  using RW = Row<QF == QF_NONE ? SD : DType::f32>;
+  using TS = std::conditional_t<QF == QF_NONE, typename RW::TS, uint8_t>;
   extern __shared__ float4 smem4[];
   const TokenArgs& in = a.in;
   const Rings& rg = a.rings;
@@ -92,9 +124,20 @@ __global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
   auto row_ptr = [&](int rr) {
     return state + int64_t(hv0 + rr / vt) * a.st.s1 + int64_t(v0 + rr % vt) * a.st.s2;
   };
+  auto load_row = [&](RW& r, int rr) {
+    if constexpr (QF == QF_NONE) {
+      r.load(row_ptr(rr), lane, lpr, K);
+    } else {
+      const uint8_t* tile = state + int64_t(hv0 + rr / vt) * a.st.s1;
+      const int v = v0 + rr % vt;
+      const float t = QF == QF_NVFP4 ? *reinterpret_cast<const float*>(tile + a.qg.tensor_scale_offset) : 0.f;
+      load_quant_row<QF>(r, tile + int64_t(v) * a.st.s2, tile + a.qg.scale_offset + int64_t(v) * a.qg.scale_row_bytes,
+                         t, lane, lpr, K);
+    }
+  };
   // The first checkpoint row is in flight while the records are prepared.
   RW cur, nxt;
-  if (grp < RB) cur.load(row_ptr(grp), lane, lpr, K);
+  if (grp < RB) load_row(cur, grp);
   else cur.zero();
 
   RingCursor c = cursor_at(rg, s);
@@ -111,7 +154,8 @@ __global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
     if (reporter) cuda_util::report(a.status, STATUS_UNCOMMITTED);
     return;
   }
-  const StepPlan p = ring_plan_step(c, T, rg.L, R);
+  StepPlan p = ring_plan_step(c, T, rg.L, R);
+  if (a.dual) p.flush = false;  // folded before this launch: the window reads the fresh copy, no history
   const int n_old = p.flush ? p.fold_count : p.hist_count;
   const int old_start = p.flush ? p.fold_start : p.hist_start;
   const int j_lo = p.flush ? n_old : 0;
@@ -155,7 +199,13 @@ __global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
     DT[j * RBM + rr] = load_any(rg.d, rg.d_dt, s * rg.d0 + pos * rg.d1 +
                                 int64_t(hv0 + rr / vt) * rg.d2 + v0 + rr % vt);
   }
-  for (int x = tid; x < a.nh * T; x += blockDim.x) BETA[x] = beta_at(in, b, x % T, hv0 + x / T);
+  for (int x = tid; x < a.nh * T; x += blockDim.x) {
+    const float be = beta_at(in, b, x % T, hv0 + x / T);
+    BETA[x] = be;
+    if (a.dual && g_writer)
+      static_cast<float*>(a.ring_beta.p)[s * a.ring_beta.s0 + int64_t(ring_pos(p.append_start, x % T, R)) * a.ring_beta.s1 +
+                                         int64_t(hv0 + x / T) * a.ring_beta.s2] = be;
+  }
   // Gates and cumulative log-decays Λ (fp64 sums; restarting at the new
   // checkpoint for the window of a flushing step). Window gates are appended.
   if (!KDA) {
@@ -268,10 +318,11 @@ __global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
     const bool valid = rr < RB;
     const int rc = valid ? rr : 0;
     if (pi + 1 < np) {
-      if (rr + rpp < RB) nxt.load(row_ptr(rr + rpp), lane, lpr, K);
+      if (rr + rpp < RB) load_row(nxt, rr + rpp);
       else nxt.zero();
     }
     const int hvl = rc / vt, hv = hv0 + hvl, v = v0 + rc % vt;
+    if constexpr (QF == QF_NONE) {
     if (p.flush) {
       if (KDA) {
         cur.scale(E0V, lane, lpr, K);
@@ -281,6 +332,7 @@ __global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
         for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc] * CF[hvl * NM + j], KV + j * K, lane, lpr, K);
       }
       if (valid) cur.store(row_ptr(rr), lane, lpr, K, /*keep=*/true);
+    }
     }
     for (int t = 0; t < T; ++t) {
       const int m = n_old + t;
@@ -308,6 +360,9 @@ __global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
         const int64_t pos = ring_pos(p.append_start, t, R);
         store_any(rg.d, rg.d_dt, s * rg.d0 + pos * rg.d1 + int64_t(hv) * rg.d2 + v, dr);
         out_at(in.o, b, t, hv, v, pq + KQ[t] * dr);
+        if (a.dual)
+          store_any(a.ring_v.p, a.ring_v.dt, s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + v,
+                    act_at(in.v, b, t, hv, v));
       }
       __syncwarp();
     }

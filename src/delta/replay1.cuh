@@ -17,6 +17,8 @@
 // Σ_j d_j (c_j ⊙ k̂_j)ᵀ (c_j = e^{Λ_h − Λ_j}), stored once, and the token
 // reads S_h with no history and decay e^{g}.
 #pragma once
+#include <type_traits>
+
 #include "delta/heuristics.h"
 #include "delta/stream.cuh"
 
@@ -70,12 +72,15 @@ __device__ __forceinline__ float4 load4_any(const void* p, DType dt, int64_t i) 
 }
 __device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 
-template <DType SD, bool KDA>
+// QF != QF_NONE: the state is a packed fp8 / nvfp4 read copy (dual pools),
+// staged as codes and scales (QStage) and decoded into Row<bf16>'s layout.
+template <DType SD, bool KDA, int QF = QF_NONE>
 __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS : REPLAY1_MIN_BLOCKS)
     delta_replay1_kernel(ReplayArgs a) {
-  using RW = Row<SD>;
-  using ST = Stage<SD, KDA ? REPLAY1_KDA_CHUNKS : 16>;
-  using TS = typename RW::TS;
+  constexpr int CHUNKS = KDA ? REPLAY1_KDA_CHUNKS : 16;
+  using RW = Row<QF == QF_NONE ? SD : DType::bf16>;
+  using ST = std::conditional_t<QF == QF_NONE, Stage<SD, CHUNKS>, QStage<QF, CHUNKS>>;
+  using TS = std::conditional_t<QF == QF_NONE, typename RW::TS, uint8_t>;
   constexpr int P = ST::P;
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
@@ -105,15 +110,27 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
     return;
   }
   TS* const state = static_cast<TS*>(a.st.p) + s * a.st.s0;
-  auto row_ptr = [&](int rr) {
-    return state + int64_t(hv0 + rr / vt) * a.st.s1 + int64_t(v0 + rr % vt) * a.st.s2;
-  };
   const Replay1Layout lay = replay1_layout(KDA, K, L, nh, RBM, ST::NCH, np);
   uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
+  // Row (value head hv0 + hl, v0 + vl) into stage pi, and read back.
+  auto issue_row = [&](int pi, int hl, int vl) {
+    const TS* tile = state + int64_t(hv0 + hl) * a.st.s1;
+    if constexpr (QF == QF_NONE) {
+      ST::issue(STG, nthr, pi, tile + int64_t(v0 + vl) * a.st.s2, lane, lpr, K);
+    } else {
+      const int64_t v = v0 + vl;
+      ST::issue(STG, nthr, pi, tile + v * a.st.s2, tile + a.qg.scale_offset + v * a.qg.scale_row_bytes,
+                tile + a.qg.tensor_scale_offset, lane, lpr, K);
+    }
+  };
+  auto read_row = [&](RW& r, int pi, int vl) {
+    if constexpr (QF == QF_NONE) ST::read(r, STG, nthr, pi, lane, lpr, K);
+    else ST::read(r, STG, nthr, pi, lane, lpr, K, int64_t(v0 + vl) * a.qg.scale_row_bytes);
+  };
 #pragma unroll
   for (int pi = 0; pi < P; ++pi) {
     const int rr = pi * rpp + grp;
-    if (pi < np && rr < RB) ST::issue(STG, nthr, pi, row_ptr(rr), lane, lpr, K);
+    if (pi < np && rr < RB) issue_row(pi, rr / vt, rr % vt);
     cp_async_commit();
   }
 
@@ -134,7 +151,8 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
     if (reporter) cuda_util::report(a.status, STATUS_UNCOMMITTED);
     return;
   }
-  const StepPlan p = ring_plan_step(c, 1, L, R);
+  StepPlan p = ring_plan_step(c, 1, L, R);
+  if (a.dual) p.flush = false;  // folded before this launch: the token reads the fresh copy, no history
   const bool flush = p.flush;
   const int n_old = flush ? p.fold_count : p.hist_count;
   const int old_start = flush ? p.fold_start : p.hist_start;
@@ -231,7 +249,12 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
     }
   } else {
     const int me = tid - 32, nt = nthr - 32;
-    for (int x = me; x < nh; x += nt) BETA[x] = beta_at(in, b, 0, hv0 + x);
+    for (int x = me; x < nh; x += nt) {
+      const float be = beta_at(in, b, 0, hv0 + x);
+      BETA[x] = be;
+      if (a.dual && g_writer)
+        static_cast<float*>(a.ring_beta.p)[s * a.ring_beta.s0 + apos * a.ring_beta.s1 + int64_t(hv0 + x) * a.ring_beta.s2] = be;
+    }
     if (!KDA) {
       for (int x = me; x < nh; x += nt) {
         const float g = gate_at(in, false, b, 0, hv0 + x, 0);
@@ -297,6 +320,10 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   if (KDA && !gv4)
     for (int x = tid; x < n_old * K; x += nthr) GS[x] = rg.g[g_off(x / K, 0) + x % K];
   __syncthreads();
+  if (a.dual)  // v_j as it arrived (VS holds it until phase 3)
+    for (int rr = tid; rr < RB; rr += nthr)
+      store_any(a.ring_v.p, a.ring_v.dt,
+                s * a.ring_v.s0 + apos * a.ring_v.s1 + int64_t(hv0 + rr / vt) * a.ring_v.s2 + v0 + rr % vt, VS[rr]);
 
   // Phase 2: decays c_j by suffix sums of the gates (no difference of large
   // prefix sums), from the token's gate (no flush) or the new checkpoint
@@ -409,21 +436,23 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
     const int hc = valid ? hl : 0, rc = valid ? rr : 0;
     cp_async_wait<P - 1>();
     RW cur;
-    if (valid) ST::read(cur, STG, nthr, pi, lane, lpr, K);
+    if (valid) read_row(cur, pi, vl);
     else cur.zero();
-    if (flush) {
-      if (KDA) cur.scale(E0V, lane, lpr, K);
-      else cur.scale(E0[hc]);
-      for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc], KV + j * K, lane, lpr, K);
-      if (valid) cur.store(state + int64_t(hv0 + hl) * a.st.s1 + int64_t(v0 + vl) * a.st.s2, lane, lpr, K,
-                           /*keep=*/true);
+    if constexpr (QF == QF_NONE) {
+      if (flush) {
+        if (KDA) cur.scale(E0V, lane, lpr, K);
+        else cur.scale(E0[hc]);
+        for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc], KV + j * K, lane, lpr, K);
+        if (valid) cur.store(state + int64_t(hv0 + hl) * a.st.s1 + int64_t(v0 + vl) * a.st.s2, lane, lpr, K,
+                             /*keep=*/true);
+      }
     }
     float pk = cur.dot(uk);
     float pq = cur.dot(uq);
     {  // refill the stage just consumed
       const int pn = pi + P;
       if (pn < np && hn < nh)
-        ST::issue(STG, nthr, pn, state + int64_t(hv0 + hn) * a.st.s1 + int64_t(v0 + vn) * a.st.s2, lane, lpr, K);
+        issue_row(pn, hn, vn);
       cp_async_commit();
       advance(hn, vn, rpp);
     }

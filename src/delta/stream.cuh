@@ -10,6 +10,7 @@
 // only synchronisation it needs.
 #pragma once
 #include "delta/kernel_common.cuh"
+#include "quant/quant.cuh"
 
 namespace replayssm::delta::cuda_impl {
 
@@ -56,6 +57,76 @@ struct Stage {
       } else {
 #pragma unroll
         for (int e = 0; e < RW::VEC; ++e) r.s[j][e] = 0.f;
+      }
+    }
+  }
+};
+
+// cp.async of 4 or 8 bytes (L1-allocating form: .cg takes 16 bytes only).
+template <int BYTES>
+__device__ __forceinline__ void cp_async_small(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(BYTES) : "memory");
+}
+
+// Stages of a packed read copy (fp8 / nvfp4 codes, dual pools), decoded into
+// the register layout of Row<bf16> (chunk c = j·LPR + lane holds elements
+// 8c .. 8c+7). Per chunk one 16-byte stage word: codes (fp8: 8 bytes; nvfp4:
+// 4 bytes) at +0, the aligned 4-byte word holding the chunk's block scale at
+// +8, nvfp4 the tile's fp32 scale at +12.
+template <int QF, int CH = 16>
+struct QStage {
+  using RW = Row<DType::bf16>;
+  static constexpr int NCH = RW::NCH;
+  static constexpr int P = CH / NCH;
+  // Values of chunk c per block scale: fp8 32 / 8, nvfp4 16 / 8.
+  static constexpr int CPS = QF == QF_FP8 ? 4 : 2;
+
+  // codes: the row's codes; scales: its block scales; tscale: the tile scale.
+  __device__ __forceinline__ static void issue(uint4* stg, int threads, int p, const uint8_t* codes,
+                                               const uint8_t* scales, const uint8_t* tscale, int lane, int lpr,
+                                               int K) {
+    uint4* dst = stg + int64_t(p % P) * NCH * threads + threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < NCH; ++j) {
+      if (!RW::has(j, lane, lpr, K)) continue;
+      const int c = j * lpr + lane;
+      char* d = reinterpret_cast<char*>(dst + j * threads);
+      const uintptr_t sa = reinterpret_cast<uintptr_t>(scales + c / CPS) & ~uintptr_t(3);
+      if constexpr (QF == QF_FP8) {
+        cp_async_small<8>(d, codes + 8 * c);
+      } else {
+        cp_async_small<4>(d, codes + 4 * c);
+        cp_async_small<4>(d + 12, tscale);
+      }
+      cp_async_small<4>(d + 8, reinterpret_cast<const void*>(sa));
+    }
+  }
+  // srow: byte offset of the row's scales from a 4-byte aligned address
+  // (only its low two bits matter).
+  __device__ __forceinline__ static void read(RW& r, const uint4* stg, int threads, int p, int lane, int lpr,
+                                              int K, int64_t srow) {
+    const uint4* src = stg + int64_t(p % P) * NCH * threads + threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < NCH; ++j) {
+      if (!RW::has(j, lane, lpr, K)) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) r.s[j][e] = 0.f;
+        continue;
+      }
+      const int c = j * lpr + lane;
+      const uint4 u = src[j * threads];
+      const uint32_t sb = (u.z >> (8 * int((srow + c / CPS) & 3))) & 0xFFu;
+      if constexpr (QF == QF_FP8) {
+        const float4 a = quant::dev::fp8_decode_word(u.x, sb), b = quant::dev::fp8_decode_word(u.y, sb);
+        r.s[j][0] = a.x, r.s[j][1] = a.y, r.s[j][2] = a.z, r.s[j][3] = a.w;
+        r.s[j][4] = b.x, r.s[j][5] = b.y, r.s[j][6] = b.z, r.s[j][7] = b.w;
+      } else {
+        float y[8];
+        quant::dev::e2m1x8_decode(u.x, y);
+        const float sf = quant::dev::e4m3_decode(sb), t = __uint_as_float(u.w);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) r.s[j][e] = __fmul_rn(__fmul_rn(y[e], sf), t);
       }
     }
   }

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "quant/quant_oracle.h"
+#include "quant/tile_geom.h"
 #include "replayssm/quant.h"
 
 namespace replayssm::quant {
@@ -35,6 +36,16 @@ inline Gaps padding_gaps(const QuantLayout& L) {
   g.begin[1] = scale_end, g.end[1] = L.tensor_scale_offset;
   g.begin[2] = L.tensor_scale_offset + 4, g.end[2] = L.tile_bytes;
   return g;
+}
+inline TileGeom tile_geom(const QuantLayout& L) {
+  TileGeom t;
+  t.format = L.format;
+  t.R = L.R, t.K = L.K;
+  t.scale_offset = L.scale_offset, t.scale_row_bytes = L.scale_row_bytes;
+  t.tensor_scale_offset = L.tensor_scale_offset, t.tile_bytes = L.tile_bytes;
+  const Gaps g = padding_gaps(L);
+  for (int i = 0; i < 3; ++i) t.gap_begin[i] = g.begin[i], t.gap_end[i] = g.end[i];
+  return t;
 }
 inline void zero_padding(const QuantLayout& L, uint8_t* tile) {
   const Gaps g = padding_gaps(L);

@@ -1,0 +1,672 @@
+// Dual-precision GDN / KDA pools on the CUDA backend against the cpu backend
+// run on the same inputs (design §4, §5): outputs, the copy equal to
+// quant_pack of the checkpoint after every step, checkpoints untouched by
+// non-flush steps, checkpoints bit-identical across read formats and close
+// to the CPU's, speculative windows, pad rows, slot operations, rejected
+// calls, CUDA-graph replay, and the batch-256 step time.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_util.h"
+#include "replayssm/delta.h"
+#include "replayssm/dual.h"
+
+namespace replayssm::test {
+namespace {
+
+struct Cfg {
+  DeltaFamily f;
+  int64_t H, HV, K, V;
+  DType state = DType::f32, act = DType::bf16;
+};
+bool kda(const Cfg& c) { return c.f == DeltaFamily::kda; }
+std::string name(const Cfg& c) {
+  return std::string(kda(c) ? "kda" : "gdn") + " H" + std::to_string(c.H) + " HV" + std::to_string(c.HV) + " K" +
+         std::to_string(c.K) + " V" + std::to_string(c.V) + " state " + dtype_name(c.state) + " act " +
+         dtype_name(c.act);
+}
+const ReadFormat FORMATS[] = {ReadFormat::bf16, ReadFormat::f16, ReadFormat::fp8_e4m3, ReadFormat::nvfp4};
+
+// Model shapes (design §6) and odd shapes (GQA 3, V not a power of two).
+std::vector<Cfg> configs() {
+  std::vector<Cfg> v;
+  for (int64_t HV : {32, 48, 64}) v.push_back({DeltaFamily::gdn, 16, HV, 128, 128});
+  v.push_back({DeltaFamily::kda, 32, 32, 128, 128});
+  v.push_back({DeltaFamily::gdn, 2, 6, 96, 40});
+  v.push_back({DeltaFamily::kda, 3, 3, 64, 24, DType::f32, DType::f32});
+  v.push_back({DeltaFamily::gdn, 16, 32, 128, 128, DType::bf16});
+  v.push_back({DeltaFamily::kda, 32, 32, 128, 128, DType::bf16});
+  v.push_back({DeltaFamily::gdn, 2, 6, 96, 40, DType::bf16});
+  return v;
+}
+
+// Output tolerance (relative, vs the cpu backend's dual run): the two runs
+// read copies of checkpoints that differ by fp32 summation order, so a few
+// codes (nvfp4: a block scale) may round the other way; plus the act dtype.
+double out_tol(const Cfg& c, ReadFormat f) {
+  const double fmt = f == ReadFormat::nvfp4 ? 5e-2 : f == ReadFormat::fp8_e4m3 ? 2e-2 : 5e-3;
+  return std::max(fmt, c.act == DType::bf16 ? 1e-2 : 1e-4);
+}
+double state_tol(const Cfg& c) { return c.state == DType::f32 ? 1e-4 : 1e-2; }
+
+Exec cpu_exec() {
+  Exec e;
+  e.backend = Backend::cpu;
+  return e;
+}
+Exec cuda_exec(int32_t* status = nullptr) {
+  Exec e;
+  e.backend = Backend::cuda;
+  e.device_status = status;
+  return e;
+}
+void sync() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
+
+// A host tensor and its device twin.
+struct Pair {
+  HostTensor h;
+  std::unique_ptr<DeviceTensor> d;
+  void make(DType dt, const std::vector<int64_t>& shape) { h.reset(dt, shape); }
+  void upload() { d = std::make_unique<DeviceTensor>(h); }
+  void push() { d->upload(h); }
+  HostTensor fetch() const { return d->to_host(); }
+  Tensor t(bool dev) const { return h.t().defined() ? (dev ? d->t() : h.t()) : Tensor{}; }
+};
+
+Pair index_pair(const std::vector<int64_t>& v) {
+  Pair p;
+  p.h = index_tensor(v);
+  p.upload();
+  return p;
+}
+
+// Raw-gated inputs with leading dims `lead`.
+struct Inputs {
+  Pair q, k, v, g, beta, A_log, dt_bias, o;
+  template <class Rng>
+  Inputs(const Cfg& c, const std::vector<int64_t>& lead, Rng& rng) {
+    auto with = [&](std::initializer_list<int64_t> tail) {
+      std::vector<int64_t> s(lead);
+      s.insert(s.end(), tail);
+      return s;
+    };
+    q.make(c.act, with({c.H, c.K}));
+    k.make(c.act, with({c.H, c.K}));
+    v.make(c.act, with({c.HV, c.V}));
+    g.make(DType::f32, kda(c) ? with({c.HV, c.K}) : with({c.HV}));
+    beta.make(DType::f32, with({c.HV}));
+    o.make(c.act, with({c.HV, c.V}));
+    A_log.make(DType::f32, {c.HV});
+    dt_bias.make(DType::f32, kda(c) ? std::vector<int64_t>{c.HV, c.K} : std::vector<int64_t>{c.HV});
+    refill(rng);
+    A_log.h.fill_uniform(rng, -2, 1);
+    dt_bias.h.fill_normal(rng, 0, 0.5);
+    for (Pair* p : {&q, &k, &v, &g, &beta, &o, &A_log, &dt_bias}) p->upload();
+  }
+  template <class Rng>
+  void refill(Rng& rng) {
+    q.h.fill_normal(rng, 0, 1);
+    k.h.fill_normal(rng, 0, 1);
+    v.h.fill_normal(rng, 0, 1);
+    g.h.fill_normal(rng, 0, 1.5);
+    beta.h.fill_normal(rng, 0, 1.5);
+    o.h.fill_nan();
+  }
+  void push() {
+    for (Pair* p : {&q, &k, &v, &g, &beta, &o}) p->push();
+  }
+  DeltaStep step(bool dev, const Pair& slot) const {
+    DeltaStep s;
+    s.q = q.t(dev), s.k = k.t(dev), s.v = v.t(dev), s.g = g.t(dev), s.beta = beta.t(dev);
+    s.A_log = A_log.t(dev), s.dt_bias = dt_bias.t(dev), s.o = o.t(dev);
+    s.slot = slot.t(dev);
+    s.pad_slot_id = -1;
+    return s;
+  }
+  DeltaPrefill prefill(bool dev, const Pair& cu, const Pair& slot, const Pair* init) const {
+    DeltaPrefill p;
+    p.q = q.t(dev), p.k = k.t(dev), p.v = v.t(dev), p.g = g.t(dev), p.beta = beta.t(dev);
+    p.A_log = A_log.t(dev), p.dt_bias = dt_bias.t(dev), p.o = o.t(dev);
+    p.cu_seqlens = cu.t(dev);
+    p.slot = slot.t(dev);
+    p.pad_slot_id = -1;
+    if (init) p.initial = init->t(dev);
+    return p;
+  }
+};
+
+// Bytes of slot s of a [S, ...] tensor.
+std::vector<uint8_t> row_bytes(const HostTensor& t, int64_t s) {
+  const size_t n = t.bytes() / size_t(t.t().shape[0]);
+  const auto* p = static_cast<const uint8_t*>(t.data()) + size_t(s) * n;
+  return {p, p + n};
+}
+std::vector<uint8_t> all_bytes(const HostTensor& t) {
+  const auto* p = static_cast<const uint8_t*>(t.data());
+  return {p, p + t.bytes()};
+}
+std::vector<double> row_f64(const HostTensor& t, int64_t s) {
+  const int64_t n = t.numel() / t.t().shape[0];
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = t.get(s * n + i);
+  return v;
+}
+
+// copy[s] == quant_pack(state[s]) (host pack, bit-identical on every backend).
+bool copy_is_pack(const HostTensor& copy, const HostTensor& state, int64_t s, ReadFormat f) {
+  const int64_t HV = state.t().shape[1], V = state.t().shape[2], K = state.t().shape[3];
+  const int64_t n = HV * V * K;
+  HostTensor x(state.t().dtype, {HV, V, K});
+  std::memcpy(x.data(), static_cast<const uint8_t*>(state.data()) + size_t(s * n) * dtype_size(state.t().dtype),
+              x.bytes());
+  HostTensor packed(DType::u8, {HV, quant_layout(f, V, K).tile_bytes});
+  quant_pack(f, x, packed, cpu_exec());
+  return all_bytes(packed) == row_bytes(copy, s);
+}
+
+// A dual pool on the host (cpu backend) and its device twin.
+struct DualPool {
+  Pair state, rd, rk, rks, rg, cur, copy, rv, rbeta;
+  ReadFormat fmt;
+  int64_t L;
+  template <class Rng>
+  DualPool(const Cfg& c, ReadFormat f, int64_t S, int64_t L_, int64_t T_max, Rng& rng) : fmt(f), L(L_) {
+    const int64_t R = L + T_max;
+    state.make(c.state, {S, c.HV, c.V, c.K});
+    state.h.fill_normal(rng, 0, 0.5);
+    copy.make(DType::u8, {S, c.HV, quant_layout(f, c.V, c.K).tile_bytes});
+    Tensor flat = Tensor::view(state.h.data(), c.state, {S * c.HV, c.V, c.K});
+    Tensor cflat = Tensor::view(copy.h.data(), DType::u8, {S * c.HV, copy.h.t().shape[2]});
+    quant_pack(f, flat, cflat, cpu_exec());
+    rd.make(DType::f32, {S, R, c.HV, c.V});
+    rk.make(c.act, {S, R, c.H, c.K});
+    rks.make(DType::f32, {S, R, c.H});
+    rg.make(DType::f32, kda(c) ? std::vector<int64_t>{S, R, c.HV, c.K} : std::vector<int64_t>{S, R, c.HV});
+    rv.make(c.act, {S, R, c.HV, c.V});
+    rbeta.make(DType::f32, {S, R, c.HV});
+    cur.make(DType::i32, {S, 3});
+    rd.h.fill_normal(rng, 0, 1);  // stale contents: never read
+    rv.h.fill_normal(rng, 0, 1);
+    std::uniform_int_distribution<int64_t> start(0, R - 1);
+    for (int64_t i = 0; i < S; ++i) cur.h.set(i * 3, double(start(rng)));
+    for (Pair* p : all()) p->upload();
+  }
+  std::vector<Pair*> all() { return {&state, &rd, &rk, &rks, &rg, &cur, &copy, &rv, &rbeta}; }
+  DeltaPool view(bool dev) const {
+    DeltaPool p;
+    p.state = state.t(dev), p.ring_d = rd.t(dev), p.ring_k = rk.t(dev), p.ring_ks = rks.t(dev);
+    p.ring_g = rg.t(dev), p.cursor = cur.t(dev);
+    p.read_copy = copy.t(dev), p.read_format = fmt, p.ring_v = rv.t(dev), p.ring_beta = rbeta.t(dev);
+    p.L = L;
+    return p;
+  }
+  std::vector<uint8_t> device_bytes() {
+    std::vector<uint8_t> v;
+    for (Pair* p : all()) {
+      const auto b = all_bytes(p->fetch());
+      v.insert(v.end(), b.begin(), b.end());
+    }
+    return v;
+  }
+  // GPU vs CPU after any call: cursors and raw records exact, checkpoint close,
+  // both copies equal to quant_pack of their checkpoints.
+  void expect_match(const Cfg& c, const std::vector<int64_t>& slots, const std::string& what) {
+    const HostTensor st = state.fetch(), cp = copy.fetch();
+    EXPECT_TRUE(cur.fetch().bytes_equal(cur.h)) << what << " cursor";
+    EXPECT_TRUE(rk.fetch().bytes_equal(rk.h)) << what << " ring_k";
+    EXPECT_TRUE(rv.fetch().bytes_equal(rv.h)) << what << " ring_v";
+    EXPECT_LE(rel_err(rbeta.fetch().to_f64(), rbeta.h.to_f64()), 1e-6) << what << " ring_beta";
+    EXPECT_LE(rel_err(rg.fetch().to_f64(), rg.h.to_f64()), 1e-5) << what << " ring_g";
+    for (int64_t s : slots) {
+      if (s < 0) continue;
+      const double e = rel_err(row_f64(st, s), row_f64(state.h, s));
+      EXPECT_LE(e, state_tol(c)) << what << " checkpoint of slot " << s;
+      EXPECT_TRUE(copy_is_pack(cp, st, s, fmt)) << what << " gpu copy != quant_pack(gpu checkpoint), slot " << s;
+    }
+  }
+};
+
+struct RunResult {
+  std::vector<uint8_t> state, records;
+  int flushes = 0;
+};
+
+// `steps` steps of T tokens on B = 3 rows (row 1 a pad row) of a dual pool,
+// the same inputs on the cpu and cuda backends. T = 1 commits all; T > 1
+// commits random acceptances at the start of the next step.
+RunResult run(const Cfg& c, ReadFormat fmt, int64_t L, int64_t T, int steps, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t S = 5, B = 3;
+  DualPool pool(c, fmt, S, L, T, rng);
+  const std::vector<int64_t> slots = {3, -1, 0};
+  Pair slot = index_pair(slots);
+  Inputs in(c, {B, T}, rng);
+  RunResult res;
+  bool pending = false;
+  for (int it = 0; it < steps; ++it) {
+    SCOPED_TRACE("step " + std::to_string(it));
+    in.refill(rng);
+    in.push();
+    Pair acc;
+    if (pending) {
+      acc.make(DType::i32, {B});
+      for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % uint32_t(T))));
+      acc.upload();
+    }
+    const bool commit_all = T == 1;
+    std::vector<bool> flush(static_cast<size_t>(B), false);
+    std::vector<std::vector<uint8_t>> st0(static_cast<size_t>(B)), cp0(static_cast<size_t>(B));
+    const HostTensor st_before = pool.state.fetch(), cp_before = pool.copy.fetch();
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t s = slots[size_t(b)];
+      if (s < 0) continue;
+      const int64_t count = int64_t(pool.cur.h.get(s * 3 + 1)) + (pending ? int64_t(acc.h.get(b)) : 0);
+      flush[size_t(b)] = count + T > L;
+      st0[size_t(b)] = row_bytes(st_before, s);
+      cp0[size_t(b)] = row_bytes(cp_before, s);
+    }
+    delta_replay_step(c.f, in.step(false, slot), pool.view(false), pending ? acc.t(false) : Tensor{}, commit_all,
+                      cpu_exec());
+    delta_replay_step(c.f, in.step(true, slot), pool.view(true), pending ? acc.t(true) : Tensor{}, commit_all,
+                      cuda_exec());
+    sync();
+    pending = !commit_all;
+    const HostTensor o = in.o.fetch();
+    const int64_t per_row = T * c.HV * c.V;
+    std::vector<double> got, want;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < per_row; ++i) {
+        if (slots[size_t(b)] < 0) {
+          if (o.get(b * per_row + i) != 0.0) {
+            ADD_FAILURE() << "pad row output not zero";
+            return res;
+          }
+          continue;
+        }
+        got.push_back(o.get(b * per_row + i));
+        want.push_back(in.o.h.get(b * per_row + i));
+      }
+    const double e = rel_err(got, want);
+    EXPECT_LE(e, out_tol(c, fmt)) << "outputs vs cpu dual";
+    const HostTensor st = pool.state.fetch();
+    const HostTensor cp = pool.copy.fetch();
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t s = slots[size_t(b)];
+      if (s < 0) continue;
+      res.flushes += flush[size_t(b)];
+      if (!flush[size_t(b)]) {
+        EXPECT_EQ(row_bytes(st, s), st0[size_t(b)]) << "non-flush step wrote the checkpoint";
+        EXPECT_EQ(row_bytes(cp, s), cp0[size_t(b)]) << "non-flush step wrote the copy";
+      }
+    }
+    pool.expect_match(c, slots, "after step");
+    if (::testing::Test::HasFailure()) return res;
+  }
+  res.state = all_bytes(pool.state.fetch());
+  for (Pair* p : {&pool.rk, &pool.rks, &pool.rg, &pool.rv, &pool.rbeta, &pool.cur}) {
+    const auto b = all_bytes(p->fetch());
+    res.records.insert(res.records.end(), b.begin(), b.end());
+  }
+  return res;
+}
+
+// (a)-(d), T = 1: outputs and checkpoints vs cpu, the copy invariant,
+// non-flush steps write nothing, checkpoints bit-identical across formats.
+TEST(DualDeltaGpu, DecodeStepsMatchCpuAndCheckpointIndependentOfFormat) {
+  RSSM_SKIP_WITHOUT_GPU();
+  uint32_t seed = 1;
+  for (const Cfg& c : configs()) {
+    SCOPED_TRACE(name(c));
+    RunResult base;
+    for (ReadFormat f : FORMATS) {
+      SCOPED_TRACE(read_format_name(f));
+      const RunResult r = run(c, f, 4, 1, 11, seed);  // L = 4: flushes at steps 4 and 8
+      if (::testing::Test::HasFailure()) return;
+      EXPECT_EQ(r.flushes, 2 * 2);
+      if (f == ReadFormat::bf16) {
+        base = r;
+        continue;
+      }
+      EXPECT_TRUE(r.state == base.state) << "checkpoint bytes differ from the bf16-copy run";
+      EXPECT_TRUE(r.records == base.records) << "records differ from the bf16-copy run";
+    }
+    ++seed;
+  }
+}
+
+// (e) speculative windows with random acceptances.
+TEST(DualDeltaGpu, SpeculativeWindowsMatchCpu) {
+  RSSM_SKIP_WITHOUT_GPU();
+  uint32_t seed = 100;
+  for (const Cfg& c : configs()) {
+    const bool big = c.HV * c.V * c.K > (1 << 20);
+    if (big && (c.state != DType::f32 || c.HV > 32)) continue;  // model shapes: GDN HV32, KDA 32
+    for (int64_t T : {2, 5, 8}) {
+      SCOPED_TRACE(name(c) + " T" + std::to_string(T));
+      RunResult base;
+      for (ReadFormat f : FORMATS) {
+        SCOPED_TRACE(read_format_name(f));
+        const RunResult r = run(c, f, 16, T, int(32 / T) + 4, seed);
+        if (::testing::Test::HasFailure()) return;
+        EXPECT_GT(r.flushes, 0);
+        if (f == ReadFormat::bf16) base = r;
+        else EXPECT_TRUE(r.state == base.state) << "checkpoint bytes differ from the bf16-copy run";
+      }
+      ++seed;
+    }
+  }
+}
+
+// (f) prefill (with and without initial, an empty prompt, a pad row),
+// materialize (pad entry zero), flush, copy, reset, then a step.
+TEST(DualDeltaGpu, SlotOperationsMatchCpu) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(7);
+  for (const Cfg& c : {configs()[0], configs()[3], configs()[4], configs()[7]})
+    for (ReadFormat f : FORMATS) {
+      SCOPED_TRACE(name(c) + " " + read_format_name(f));
+      const int64_t S = 6, L = 8, T = 3, B = 4;
+      DualPool pool(c, f, S, L, T, rng);
+      const std::vector<int64_t> rows = {4, 1, 0, 5};
+      Pair slot = index_pair(rows);
+      for (int i = 0; i < 2; ++i) {  // committed records plus a pending window
+        Inputs in(c, {B, T}, rng);
+        delta_replay_step(c.f, in.step(false, slot), pool.view(false), Tensor{}, i == 0, cpu_exec());
+        delta_replay_step(c.f, in.step(true, slot), pool.view(true), Tensor{}, i == 0, cuda_exec());
+      }
+      sync();
+      pool.expect_match(c, rows, "steps");
+      // materialize (pending ignored; from the high-precision checkpoint)
+      Pair ms = index_pair({1, -1, 5});
+      for (DType odt : {DType::f32, DType::f64}) {
+        Pair out;
+        out.make(odt, {3, c.HV, c.V, c.K});
+        out.h.fill_nan();
+        out.upload();
+        delta_materialize(c.f, pool.view(false), ms.t(false), -1, out.t(false), cpu_exec());
+        delta_materialize(c.f, pool.view(true), ms.t(true), -1, out.t(true), cuda_exec());
+        sync();
+        const HostTensor got = out.fetch();
+        EXPECT_LE(rel_err(got.to_f64(), out.h.to_f64()), state_tol(c)) << "materialize " << dtype_name(odt);
+        for (double x : row_f64(got, 1)) ASSERT_EQ(x, 0.0) << "materialize pad entry";
+      }
+      // commit random counts, flush two rows and check they equal materialize
+      Pair acc;
+      acc.make(DType::i64, {B});
+      for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % T)));
+      acc.upload();
+      delta_commit(c.f, pool.view(false), slot.t(false), -1, acc.t(false), cpu_exec());
+      delta_commit(c.f, pool.view(true), slot.t(true), -1, acc.t(true), cuda_exec());
+      Pair fs = index_pair({4, -1, 0});
+      Pair mat;
+      mat.make(c.state, {3, c.HV, c.V, c.K});
+      mat.upload();
+      delta_materialize(c.f, pool.view(true), fs.t(true), -1, mat.t(true), cuda_exec());
+      delta_flush(c.f, pool.view(false), fs.t(false), -1, cpu_exec());
+      delta_flush(c.f, pool.view(true), fs.t(true), -1, cuda_exec());
+      sync();
+      pool.expect_match(c, rows, "flush");
+      {
+        const HostTensor m = mat.fetch(), st = pool.state.fetch();
+        EXPECT_EQ(row_bytes(m, 0), row_bytes(st, 4)) << "flush != materialize (same dtype)";
+        EXPECT_EQ(row_bytes(m, 2), row_bytes(st, 0)) << "flush != materialize (same dtype)";
+      }
+      // prefill: slot 1 continues from its records (initial), slot 2 starts
+      // fresh, an empty prompt, a pad row
+      {
+        const std::vector<int64_t> cu = {0, 5, 5, 12, 12};
+        Inputs pin(c, {cu.back()}, rng);
+        Pair cus = index_pair(cu), ps = index_pair({1, 3, 2, -1}), init = index_pair({1, 0, 0, 0});
+        delta_prefill(c.f, pin.prefill(false, cus, ps, &init), pool.view(false), cpu_exec());
+        delta_prefill(c.f, pin.prefill(true, cus, ps, &init), pool.view(true), cuda_exec());
+        sync();
+        EXPECT_LE(rel_err(pin.o.fetch().to_f64(), pin.o.h.to_f64()), std::max(state_tol(c), c.act == DType::bf16 ? 1e-2 : 1e-4))
+            << "prefill outputs";
+        pool.expect_match(c, {1, 3, 2}, "prefill");
+      }
+      // copy and reset
+      Pair src = index_pair({4, 0}), dst = index_pair({1, 3});
+      delta_copy_slot(c.f, pool.view(false), src.t(false), dst.t(false), -1, cpu_exec());
+      delta_copy_slot(c.f, pool.view(true), src.t(true), dst.t(true), -1, cuda_exec());
+      sync();
+      {
+        const HostTensor cp = pool.copy.fetch(), rv = pool.rv.fetch();
+        EXPECT_EQ(row_bytes(cp, 1), row_bytes(cp, 4));
+        EXPECT_EQ(row_bytes(rv, 3), row_bytes(rv, 0));
+      }
+      Pair rs = index_pair({5, -1});
+      delta_reset_slot(c.f, pool.view(false), rs.t(false), -1, cpu_exec());
+      delta_reset_slot(c.f, pool.view(true), rs.t(true), -1, cuda_exec());
+      sync();
+      pool.expect_match(c, {0, 1, 2, 3, 4, 5}, "copy/reset");
+      // one step on every slot after the slot operations
+      Pair all = index_pair({0, 1, 2, 3});
+      Inputs in(c, {B, 1}, rng);
+      Pair acc2;
+      acc2.make(DType::i32, {B});
+      acc2.h.fill(1);
+      acc2.upload();
+      // slots 0, 3 hold no pending records after copy (0 committed) - commit_all path
+      delta_replay_step(c.f, in.step(false, all), pool.view(false), Tensor{}, true, cpu_exec());
+      delta_replay_step(c.f, in.step(true, all), pool.view(true), Tensor{}, true, cuda_exec());
+      sync();
+      EXPECT_LE(rel_err(in.o.fetch().to_f64(), in.o.h.to_f64()), out_tol(c, f)) << "step after slot ops";
+      pool.expect_match(c, {0, 1, 2, 3}, "step after slot ops");
+      if (::testing::Test::HasFailure()) return;
+    }
+}
+
+// (g) rejected calls name the argument and leave every pool byte unchanged.
+TEST(DualDeltaGpu, RejectedCallsWriteNothing) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(9);
+  const Cfg c{DeltaFamily::gdn, 2, 4, 64, 32};
+  DualPool pool(c, ReadFormat::fp8_e4m3, 4, 4, 2, rng);
+  Pair slot = index_pair({0, 2});
+  Inputs in(c, {2, 2}, rng);
+  const auto bytes0 = pool.device_bytes();
+  auto expect_error = [&](const char* arg, auto&& fn) {
+    try {
+      fn();
+      ADD_FAILURE() << "no error for " << arg;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), arg) << e.what();
+    }
+    sync();
+    EXPECT_TRUE(pool.device_bytes() == bytes0) << arg;
+  };
+  auto step = [&](const DeltaPool& p) { delta_replay_step(c.f, in.step(true, slot), p, Tensor{}, false, cuda_exec()); };
+  Pair wrong;
+  wrong.make(DType::u8, {4, c.HV, quant_layout(ReadFormat::bf16, c.V, c.K).tile_bytes});
+  wrong.upload();
+  {
+    DeltaPool p = pool.view(true);
+    p.read_copy = wrong.t(true);
+    expect_error("pool.read_copy", [&] { step(p); });
+  }
+  {
+    DeltaPool p = pool.view(true);
+    p.read_format = ReadFormat::nvfp4;
+    expect_error("pool.read_copy", [&] { step(p); });
+  }
+  {
+    DeltaPool p = pool.view(true);
+    p.read_copy = pool.copy.t(false);  // host tensor
+    expect_error("pool.read_copy", [&] { step(p); });
+  }
+  {
+    DeltaPool p = pool.view(true);
+    p.ring_beta = Tensor{};
+    expect_error("pool.ring_beta", [&] { step(p); });
+  }
+  {
+    Pair rv32;
+    rv32.make(DType::f32, {4, pool.rv.h.t().shape[1], c.HV, c.V});
+    rv32.upload();
+    DeltaPool p = pool.view(true);
+    p.ring_v = rv32.t(true);
+    expect_error("pool.ring_v", [&] { step(p); });
+  }
+  {
+    Inputs bad(c, {2, 2}, rng);
+    bad.o.make(c.act, {2, 2, c.HV, c.V + 1});
+    bad.o.upload();
+    expect_error("o", [&] { delta_replay_step(c.f, bad.step(true, slot), pool.view(true), Tensor{}, false, cuda_exec()); });
+  }
+  {
+    DeltaPool p = pool.view(true);
+    p.ring_v = Tensor{};
+    p.ring_beta = Tensor{};
+    expect_error("pool.ring_v", [&] { delta_flush(c.f, p, slot.t(true), -1, cuda_exec()); });
+  }
+  {  // out-of-range accepted counts: reported on the device, the rows untouched
+    Pair st;
+    st.h = index_tensor({0});
+    st.upload();
+    delta_replay_step(c.f, in.step(true, slot), pool.view(true), Tensor{}, false, cuda_exec());
+    sync();
+    const auto b1 = pool.device_bytes();
+    Pair acc = index_pair({0, 3});
+    delta_replay_step(c.f, in.step(true, slot), pool.view(true), acc.t(true), false,
+                      cuda_exec(static_cast<int32_t*>(st.d->t().data)));
+    sync();
+    EXPECT_TRUE(int32_t(st.fetch().get(0)) & STATUS_BAD_ACCEPTED);
+    // outputs of the rejected rows stay as they were (NaN poison); the pool is unchanged
+    const auto b2 = pool.device_bytes();
+    EXPECT_TRUE(b2 == b1) << "rows with bad accepted counts were written";
+  }
+}
+
+// (h) step + commit captured once in a CUDA graph, replayed with new inputs
+// and acceptances uploaded into the same buffers; every replay matches cpu.
+TEST(DualDeltaGpu, GraphReplayMatchesCpu) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(41);
+  for (const Cfg& c : {Cfg{DeltaFamily::gdn, 2, 4, 128, 128}, Cfg{DeltaFamily::kda, 4, 4, 128, 128}})
+    for (ReadFormat f : {ReadFormat::bf16, ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
+      SCOPED_TRACE(name(c) + " " + read_format_name(f));
+      const int64_t B = 3, S = 6, T = 5, L = 16;
+      DualPool pool(c, f, S, L, T, rng);
+      const std::vector<int64_t> rows = {2, -1, 4};
+      Pair slot = index_pair(rows);
+      Inputs in(c, {B, T}, rng);
+      delta_replay_step(c.f, in.step(false, slot), pool.view(false), Tensor{}, false, cpu_exec());
+      delta_replay_step(c.f, in.step(true, slot), pool.view(true), Tensor{}, false, cuda_exec());
+      Pair acc;
+      acc.make(DType::i32, {B});
+      acc.h.fill(1);
+      acc.upload();
+      cudaStream_t cs;
+      RSSM_CUDA_OK(cudaStreamCreate(&cs));
+      Exec ge = cuda_exec();
+      ge.stream = cs;
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t gexec = nullptr;
+      RSSM_CUDA_OK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+      delta_replay_step(c.f, in.step(true, slot), pool.view(true), acc.t(true), false, ge);
+      RSSM_CUDA_OK(cudaStreamEndCapture(cs, &graph));
+      RSSM_CUDA_OK(cudaGraphInstantiate(&gexec, graph, 0));
+      int flushes = 0;
+      for (int it = 0; it < 60; ++it) {
+        in.refill(rng);
+        in.push();
+        for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % T)));
+        acc.push();
+        const int64_t c0 = int64_t(pool.cur.h.get(rows[0] * 3 + 1)) + int64_t(acc.h.get(0));
+        RSSM_CUDA_OK(cudaGraphLaunch(gexec, cs));
+        RSSM_CUDA_OK(cudaStreamSynchronize(cs));
+        delta_replay_step(c.f, in.step(false, slot), pool.view(false), acc.t(false), false, cpu_exec());
+        flushes += c0 + T > L;
+        EXPECT_LE(rel_err(in.o.fetch().to_f64(), in.o.h.to_f64()), out_tol(c, f)) << "o, replay " << it;
+        pool.expect_match(c, rows, "replay " + std::to_string(it));
+        if (::testing::Test::HasFailure()) break;
+      }
+      EXPECT_GE(flushes, 10) << "the schedule must flush";
+      cudaGraphExecDestroy(gexec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(cs);
+      if (::testing::Test::HasFailure()) return;
+    }
+}
+
+// Step time at batch 256, GDN H16 HV64 K128 V128, L = 16, T = 1, fp32
+// checkpoint, bf16 activations, all rows in lockstep (one flush step in 16):
+// 4 whole flush cycles (64 steps), CUDA events around every step, single
+// precision replay measured in the same run. Printed, not asserted.
+TEST(DualDeltaGpuBench, Batch256StepTime) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const Cfg c{DeltaFamily::gdn, 16, 64, 128, 128};
+  const int64_t B = 256, S = 256, L = 16, R = L + 1;
+  std::mt19937 rng(5);
+  Inputs in(c, {B, 1}, rng);
+  std::vector<int64_t> ids(static_cast<size_t>(B));
+  std::iota(ids.begin(), ids.end(), 0);
+  Pair slot = index_pair(ids);
+  auto dev = [](DType dt, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    void* p = nullptr;
+    cudaMalloc(&p, size_t(n) * dtype_size(dt));
+    cudaMemset(p, 0, size_t(n) * dtype_size(dt));
+    Tensor t;
+    t.data = p, t.dtype = dt, t.device = Device::cuda, t.ndim = int(shape.size());
+    int64_t st = 1;
+    for (int d = t.ndim - 1; d >= 0; --d) t.shape[d] = shape[size_t(d)], t.stride[d] = st, st *= shape[size_t(d)];
+    return t;
+  };
+  DeltaPool p;
+  p.state = dev(DType::f32, {S, c.HV, c.V, c.K});
+  p.ring_d = dev(DType::f32, {S, R, c.HV, c.V});
+  p.ring_k = dev(c.act, {S, R, c.H, c.K});
+  p.ring_ks = dev(DType::f32, {S, R, c.H});
+  p.ring_g = dev(DType::f32, {S, R, c.HV});
+  p.cursor = dev(DType::i32, {S, 3});
+  p.L = L;
+  // Every step between two events: the mean over whole flush cycles, the
+  // median (a step that does not flush) and the maximum (the flush step).
+  const int n = 64;
+  std::vector<cudaEvent_t> ev(static_cast<size_t>(n + 1));
+  for (auto& e : ev) cudaEventCreate(&e);
+  auto time = [&](const DeltaPool& pool, const char* what) {
+    for (int i = 0; i < 16; ++i) delta_replay_step(c.f, in.step(true, slot), pool, Tensor{}, true, cuda_exec());
+    for (int i = 0; i < n; ++i) {
+      cudaEventRecord(ev[size_t(i)]);
+      delta_replay_step(c.f, in.step(true, slot), pool, Tensor{}, true, cuda_exec());
+    }
+    cudaEventRecord(ev[size_t(n)]);
+    cudaEventSynchronize(ev[size_t(n)]);
+    std::vector<double> us(static_cast<size_t>(n));
+    double sum = 0;
+    for (int i = 0; i < n; ++i) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, ev[size_t(i)], ev[size_t(i) + 1]);
+      us[size_t(i)] = 1000.0 * ms;
+      sum += us[size_t(i)];
+    }
+    std::sort(us.begin(), us.end());
+    std::printf("[bench] gdn B256 HV64 L16 T1 fp32 checkpoint %-11s mean %7.1f  no-flush median %7.1f  flush step %8.1f us\n",
+                what, sum / n, us[size_t(n / 2)], us.back());
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  };
+  time(p, "single");
+  for (ReadFormat f : FORMATS) {
+    DeltaPool q = p;
+    q.read_copy = dev(DType::u8, {S, c.HV, quant_layout(f, c.V, c.K).tile_bytes});
+    q.read_format = f;
+    q.ring_v = dev(c.act, {S, R, c.HV, c.V});
+    q.ring_beta = dev(DType::f32, {S, R, c.HV});
+    time(q, (std::string("dual ") + read_format_name(f)).c_str());
+    for (const Tensor& t : {q.read_copy, q.ring_v, q.ring_beta}) cudaFree(t.data);
+  }
+  for (const Tensor& t : {p.state, p.ring_d, p.ring_k, p.ring_ks, p.ring_g, p.cursor}) cudaFree(t.data);
+  for (auto& e : ev) cudaEventDestroy(e);
+}
+
+}  // namespace
+}  // namespace replayssm::test
