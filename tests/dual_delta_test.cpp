@@ -391,7 +391,9 @@ TEST(SharedDelta, EqualsQuantiseAfterEveryStep) {
       }
 }
 
-TEST(SharedDelta, CudaRejected) {
+// The cuda backend runs shared mode on device tensors (tests/gpu/shared_gpu_test.cpp):
+// host tensors are rejected before anything is written.
+TEST(SharedDelta, CudaNeedsDeviceTensors) {
   const Cfg c = small_cfg(DeltaFamily::gdn);
   std::mt19937_64 rng(1);
   Params params(c, rng);
@@ -404,9 +406,10 @@ TEST(SharedDelta, CudaRejected) {
     delta_decode_shared(c.fam, step_view(c, params, in, slot), packed, ReadFormat::bf16, QuantRounding{}, e);
     ADD_FAILURE();
   } catch (const Error& err) {
-    EXPECT_EQ(err.argument(), "exec");
+    EXPECT_EQ(err.argument(), "packed_state");
     EXPECT_NE(std::string(err.what()).find("cuda"), std::string::npos);
   }
+  for (int64_t i = 0; i < int64_t(packed.bytes()); ++i) ASSERT_EQ(packed.as<uint8_t>()[i], 0);
 }
 
 TEST(DualSizing, BytesPerRowPerMode) {

@@ -16,10 +16,16 @@
 //
 // Packed pools are u8 [S, heads, tile_bytes] with one tile per (slot, head):
 // Mamba-2 [P, N], GDN/KDA [V, K] (the contiguous axis, which the read GEMVs
-// contract over, carries the block scales). Dual and shared modes run on the
-// reference and cpu backends; dual GDN/KDA pools (DeltaPool) also on the cuda
-// backend (every delta_* entry point; flushes decided on the device from the
-// cursors, graph-safe). The cuda backend rejects the shared mode.
+// contract over, carries the block scales). Dual mode runs on the reference
+// and cpu backends and on the cuda backend (device tensors; every entry point;
+// flushes decided on the device from the cursors, graph-safe). Shared mode
+// and quant_pack_stochastic also run on the cuda backend (device tensors; one
+// block per (row, head) tile, fp32 recurrence as mamba2_decode / delta_decode;
+// given the same fp32 tile its bytes equal the cpu's, stochastic rounding
+// included). There slots are checked on the device: a call with a slot
+// outside [0, S) writes nothing and sets STATUS_BAD_SLOT (Exec::device_status);
+// distinct slots are the caller's duty, as for mamba2_decode. The rounding
+// step is a host value: a captured CUDA graph replays the step it captured.
 #pragma once
 #include <cstdint>
 
@@ -54,7 +60,7 @@ void quant_pack_stochastic(ReadFormat format, const Tensor& in, const Tensor& pa
 
 // Shared mode: standard decode (as mamba2_decode / delta_decode) on a packed
 // pool: each row's tiles are decoded, the T tokens applied in the backend's
-// precision (reference fp64, cpu fp32), and the state re-encoded in `format`
+// precision (reference fp64, cpu and cuda fp32), and the state re-encoded in `format`
 // (round to nearest even, or stochastic; the tile id of (slot s, head h) is
 // s·heads + h). packed_state: Mamba-2 [S, H, tile(P, N)], GDN/KDA
 // [S, HV, tile(V, K)] u8.

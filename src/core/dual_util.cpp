@@ -94,12 +94,7 @@ void require_host(const char* fn, const Exec& exec, const char* what) {
 }
 
 QuantLayout check_packed_pool(const char* fn, const char* arg, const Tensor& t, ReadFormat format,
-                              int64_t S, int64_t heads, int64_t R, int64_t K) {
-  return check_packed_pool(fn, arg, t, format, S, heads, R, K, Device::cpu);
-}
-
-QuantLayout check_packed_pool(const char* fn, const char* arg, const Tensor& t, ReadFormat format,
-                              int64_t S, int64_t heads, int64_t R, int64_t K, Device device) {
+                              int64_t S, int64_t heads, int64_t R, int64_t K, const Exec* exec) {
   const std::string fmt_arg = std::string(arg) == "packed_state" ? "format" : "pool.read_format";
   check::require(format == ReadFormat::bf16 || format == ReadFormat::f16 ||
                      format == ReadFormat::fp8_e4m3 || format == ReadFormat::nvfp4,
@@ -111,7 +106,8 @@ QuantLayout check_packed_pool(const char* fn, const char* arg, const Tensor& t, 
                      std::to_string(K) + ") to be a multiple of " + std::to_string(block));
   const QuantLayout L = quant_layout(format, R, K);
   check::present(fn, arg, t);
-  check::require(t.device == device, fn, arg, device == Device::cpu ? "expected a host tensor" : "expected a cuda tensor");
+  if (exec) check::device(fn, arg, t, *exec);
+  else check::require(t.device == Device::cpu, fn, arg, "expected a host tensor");
   check::dtype(fn, arg, t, {DType::u8});
   check::require(t.ndim == 3 && t.shape[0] == S && t.shape[1] == heads, fn, arg,
                  "expected shape " + check::dims_str({S, heads, L.tile_bytes}) + " (u8 tiles of " +

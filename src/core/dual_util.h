@@ -54,12 +54,11 @@ Scratch compact_slots(const std::vector<int64_t>& idx);
 void require_host(const char* fn, const Exec& exec, const char* what);
 
 // Validates a packed pool / read copy [S, heads, L.tile_bytes] u8 (unit inner
-// stride, 16-byte aligned tiles) for the tile layout of `format`.
+// stride, 16-byte aligned tiles) for the tile layout of `format`: a host
+// tensor, or (exec given) on exec's device.
 QuantLayout check_packed_pool(const char* fn, const char* arg, const Tensor& t, ReadFormat format,
-                              int64_t S, int64_t heads, int64_t R, int64_t K);
-// The same for a pool on `device` (cuda: the dual pools of the cuda backend).
-QuantLayout check_packed_pool(const char* fn, const char* arg, const Tensor& t, ReadFormat format,
-                              int64_t S, int64_t heads, int64_t R, int64_t K, Device device);
+                              int64_t S, int64_t heads, int64_t R, int64_t K,
+                              const Exec* exec = nullptr);
 
 // Tile codecs of the backend (reference: the oracle; cpu: the fast codec).
 void pack_tile(Backend b, const QuantLayout& L, const float* x, uint8_t* tile);

@@ -14,6 +14,7 @@
 #include "core/parallel.h"
 #include "delta/backend.h"
 #include "delta/dual.h"
+#include "delta/shared.h"
 
 namespace replayssm {
 namespace {
@@ -603,6 +604,15 @@ int64_t delta_snapshot_bytes_per_row(const DeltaShape& s, DType state, int64_t T
   check::require(state == DType::f32 || state == DType::f16 || state == DType::bf16, fn, "state",
                  "expected fp32 | fp16 | bf16");
   return T_max * s.HV * s.V * s.K * int64_t(dtype_size(state));
+}
+
+// Validation hook of the shared-quantised mode (delta/shared.h).
+delta::Dims delta::check_decode_step(const char* fn, DeltaFamily f, const DeltaStep& step,
+                                     const Exec& exec) {
+  Dims d;
+  check_step(fn, f, step, d, exec);
+  check_index(fn, "slot", step.slot, d.B, exec);
+  return d;
 }
 
 }  // namespace replayssm

@@ -170,7 +170,7 @@ QuantLayout check_device_pool(const char* fn, DeltaFamily f, const DeltaPool& po
   const int64_t S = pool.state.shape[0], HV = pool.state.shape[1], V = pool.state.shape[2], K = pool.state.shape[3];
   check::present(fn, "pool.read_copy", pool.read_copy);
   const QuantLayout lay =
-      du::check_packed_pool(fn, "pool.read_copy", pool.read_copy, pool.read_format, S, HV, V, K, Device::cuda);
+      du::check_packed_pool(fn, "pool.read_copy", pool.read_copy, pool.read_format, S, HV, V, K, &exec);
   const int64_t vec = 16 / int64_t(dtype_size(pool.state.dtype));
   check::require(K <= 512 && K % vec == 0, fn, "pool.state",
                  "the cuda backend needs K <= 512 and a multiple of " + std::to_string(vec) + ", got " +

@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/dual_util.h"
+#include "delta/shared.h"
 #include "replayssm/dual.h"
 
 namespace replayssm {
@@ -11,7 +12,8 @@ namespace replayssm {
 void delta_decode_shared(DeltaFamily f, const DeltaStep& step, const Tensor& packed_state,
                          ReadFormat format, const QuantRounding& rounding, const Exec& exec) {
   const char* fn = "delta_decode_shared";
-  dual::require_host(fn, exec, "the shared-quantised mode");
+  const bool cuda = exec.backend == Backend::cuda;
+  if (!cuda) dual::require_host(fn, exec, "the shared-quantised mode");
   check::present(fn, "k", step.k);
   check::require(step.k.ndim == 4, fn, "k", "expected shape [B, T, H, K], got " + step.k.shape_str());
   check::present(fn, "v", step.v);
@@ -21,6 +23,13 @@ void delta_decode_shared(DeltaFamily f, const DeltaStep& step, const Tensor& pac
                  "expected shape [S, HV, tile_bytes], got " + packed_state.shape_str());
   const int64_t B = step.v.shape[0], HV = step.v.shape[2], V = step.v.shape[3], K = step.k.shape[3];
   const int64_t S = packed_state.shape[0];
+  if (cuda) {
+    // Device tensors; slots are checked on the device (delta/shared.h).
+    const QuantLayout L = dual::check_packed_pool(fn, "packed_state", packed_state, format, S, HV, V, K, &exec);
+    delta::Dims d = delta::check_decode_step(fn, f, step, exec);
+    d.S = S;
+    return delta::cuda::decode_shared(step, packed_state, L, rounding, d, exec);
+  }
   const QuantLayout L = dual::check_packed_pool(fn, "packed_state", packed_state, format, S, HV, V, K);
   const std::vector<int64_t> idx = dual::checked_slots(fn, "slot", step.slot, step.pad_slot_id, S, B);
   dual::shared_decode(fn, packed_state, L, idx, rounding, exec, [&](const Tensor& st, const Tensor& slots) {
@@ -56,3 +65,11 @@ int64_t delta_state_bytes_per_row(PrecisionMode mode, DeltaFamily f, const Delta
 }
 
 }  // namespace replayssm
+
+#if !defined(REPLAYSSM_WITH_CUDA)
+// Builds without the CUDA backend.
+void replayssm::delta::cuda::decode_shared(const DeltaStep&, const Tensor&, const QuantLayout&,
+                                           const QuantRounding&, const Dims&, const Exec&) {
+  throw Error("delta_decode_shared", "exec", "this build of replayssm has no CUDA backend");
+}
+#endif

@@ -12,6 +12,7 @@
 #include "core/workspace.h"
 #include "mamba2/backend.h"
 #include "mamba2/dual.h"
+#include "mamba2/shared.h"
 #include "replayssm/mamba2.h"
 
 namespace replayssm {
@@ -562,6 +563,15 @@ int64_t mamba2_snapshot_bytes_per_row(const Mamba2Shape& s, DType state, int64_t
   check_dtype_arg(fn, "state", state);
   check::positive(fn, "T_max", T_max);
   return T_max * s.H * s.P * s.N * int64_t(dtype_size(state));
+}
+
+// Validation hook of the shared-quantised mode (mamba2/shared.h).
+mamba2::Dims mamba2::check_decode_step(const char* fn, const Mamba2Step& step, const Exec& exec) {
+  check_exec(fn, exec);
+  Dims d;
+  check_step(fn, step, exec, d);
+  check_slot(fn, "slot", step.slot, d.B, exec);
+  return d;
 }
 
 }  // namespace replayssm

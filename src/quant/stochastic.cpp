@@ -5,6 +5,7 @@
 // so E[x̂] = x wherever y lies inside the grid. The uniform variate is a hash
 // of (seed, tile id, step, element index): deterministic and independent of
 // threads and batching. Both host backends use this codec-based encoder.
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -14,6 +15,7 @@
 #include "core/dual_util.h"
 #include "quant/backend.h"
 #include "quant/codec.h"
+#include "quant/stochastic.h"
 #include "replayssm/dual.h"
 
 namespace replayssm {
@@ -130,11 +132,17 @@ void pack_tile_stochastic(const QuantLayout& L, const float* x, uint8_t* tile, u
 void quant_pack_stochastic(ReadFormat format, const Tensor& in, const Tensor& packed,
                            const Tensor& tile_ids, const QuantRounding& rounding, const Exec& exec) {
   const char* fn = "quant_pack_stochastic";
-  dual::require_host(fn, exec, "stochastic rounding");
+  const bool cuda = exec.backend == Backend::cuda;
+  if (!cuda) dual::require_host(fn, exec, "stochastic rounding");
+  // Host tensors on the host backends, device tensors on cuda.
+  auto on_device = [&](const char* arg, const Tensor& t) {
+    if (cuda) check::device(fn, arg, t, exec);
+    else check::require(t.device == Device::cpu, fn, arg, "expected a host tensor");
+  };
   check::present(fn, "in", in);
   check::require(in.ndim == 3, fn, "in", "expected shape [n, R, K], got " + in.shape_str());
   check::dtype(fn, "in", in, {DType::f32});
-  check::require(in.device == Device::cpu, fn, "in", "expected a host tensor");
+  on_device("in", in);
   check::inner_contiguous(fn, "in", in);
   const int64_t n = in.shape[0], R = in.shape[1], K = in.shape[2];
   check::require(format == ReadFormat::bf16 || format == ReadFormat::f16 ||
@@ -143,15 +151,21 @@ void quant_pack_stochastic(ReadFormat format, const Tensor& in, const Tensor& pa
   const QuantLayout L = quant_layout(format, R, K);
   check::shape(fn, "packed", packed, {n, L.tile_bytes});
   check::dtype(fn, "packed", packed, {DType::u8});
-  check::require(packed.device == Device::cpu, fn, "packed", "expected a host tensor");
+  on_device("packed", packed);
   check::inner_contiguous(fn, "packed", packed);
+  if (cuda) check::aligned(fn, "packed", packed, QUANT_TILE_ALIGN);
   if (tile_ids.defined()) {
     check::shape(fn, "tile_ids", tile_ids, {n});
     check::dtype(fn, "tile_ids", tile_ids, {DType::i64});
+    if (cuda) check::device(fn, "tile_ids", tile_ids, exec);
   }
   if (!rounding.stochastic) {
     quant_pack(format, in, packed, exec);
     return;
+  }
+  if (cuda) {
+    check::require(n <= INT32_MAX, fn, "in", "expected at most 2^31 - 1 tiles, got " + std::to_string(n));
+    return quant::cuda::pack_stochastic(L, in, packed, tile_ids, rounding, exec);
   }
   std::vector<float> tile(static_cast<size_t>(R * K));
   for (int64_t i = 0; i < n; ++i) {
@@ -165,3 +179,11 @@ void quant_pack_stochastic(ReadFormat format, const Tensor& in, const Tensor& pa
 }
 
 }  // namespace replayssm
+
+#if !defined(REPLAYSSM_WITH_CUDA)
+// Builds without the CUDA backend.
+void replayssm::quant::cuda::pack_stochastic(const QuantLayout&, const Tensor&, const Tensor&,
+                                             const Tensor&, const QuantRounding&, const Exec&) {
+  throw Error("quant_pack_stochastic", "exec", "this build of replayssm has no CUDA backend");
+}
+#endif
