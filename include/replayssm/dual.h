@@ -17,7 +17,9 @@
 // Packed pools are u8 [S, heads, tile_bytes] with one tile per (slot, head):
 // Mamba-2 [P, N], GDN/KDA [V, K] (the contiguous axis, which the read GEMVs
 // contract over, carries the block scales). Dual and shared modes run on the
-// reference and cpu backends; the cuda backend rejects them.
+// reference and cpu backends; Mamba-2 dual pools also on the cuda backend
+// (src/mamba2/README.md; there nvfp4 needs d_state N a multiple of 32). The
+// cuda backend rejects the other dual and shared calls.
 #pragma once
 #include <cstdint>
 
