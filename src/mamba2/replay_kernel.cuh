@@ -49,7 +49,7 @@
 // no state. QF selects the stream: QF_NONE the state dtype SD (a bf16 / f16
 // copy is a plain [P, N] matrix inside its tile), QF_FP8 / QF_NVFP4 packed
 // codes, decoded in registers with the block scales staged in shared memory
-// during phase 2 (bit-exact with quant_unpack).
+// during phase 2 (plain loads; bit-exact with quant_unpack).
 #pragma once
 #include <type_traits>
 
@@ -383,24 +383,35 @@ mamba2_replay_kernel(const Params p) {
   }
   st_t* S = static_cast<st_t*>(p.state) + slot * p.st_s;
   if (tid < CURSOR_FIELDS) cp_async4(a.cur + tid, p.cursor + slot * p.cur_s + tid);
-  if constexpr (QF != QF_NONE) {  // block scales of the block's rows (and tile scales)
-    const int seg = np * int(p.q_srb), sseg = int(packed_scale_seg(p.np, p.q_srb)), cps = (seg + 15) / 16;
-    for (int i = tid; i < nh * cps; i += KERNEL_THREADS) {
-      const int hl = i / cps, c0 = (i - hl * cps) * 16;
-      cp_chunk<uint8_t>(qs + hl * sseg + c0,
-                        S + int64_t(bp.h0 + hl) * p.st_h + p.q_scale_off + int64_t(bp.p0) * p.q_srb + c0,
-                        min(16, seg - c0), pol);
-    }
-    if constexpr (QF == QF_NVFP4)
-      for (int hl = tid; hl < nh; hl += KERNEL_THREADS)
-        cp_async4(qt + hl, S + int64_t(bp.h0 + hl) * p.st_h + p.q_t_off);
-  }
   cp_async_commit();
   auto issue = [&](int q) {
     if constexpr (QF == QF_NONE) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
     else issue_pass_packed<VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
   };
   for (int q = 0; q < nstages - 1; ++q) issue(q);
+  if constexpr (QF != QF_NONE) {
+    // Block scales of the block's rows and the nvfp4 tile scales, by plain
+    // loads while the first passes fly. (Staged with cp.async, ptxas 13.0
+    // emitted the copy as LDGSTS [R+UR0], desc[UR1] and the kernel stopped
+    // with cudaErrorIllegalInstruction on the H200.)
+    const int seg = np * int(p.q_srb), sseg = int(packed_scale_seg(p.np, p.q_srb)), cps = (seg + 15) / 16;
+    for (int i = tid; i < nh * cps; i += KERNEL_THREADS) {
+      const int hl = i / cps, c0 = (i - hl * cps) * 16, cnt = min(16, seg - c0);
+      const uint8_t* src = S + int64_t(bp.h0 + hl) * p.st_h + p.q_scale_off + int64_t(bp.p0) * p.q_srb + c0;
+      uint4 v;
+      if (cnt == 16 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+        v = *reinterpret_cast<const uint4*>(src);
+      } else {
+        uint32_t w[4] = {0u, 0u, 0u, 0u};
+        for (int j = 0; j < cnt; ++j) w[j / 4] |= uint32_t(src[j]) << (8 * (j % 4));
+        v = make_uint4(w[0], w[1], w[2], w[3]);
+      }
+      *reinterpret_cast<uint4*>(qs + hl * sseg + c0) = v;
+    }
+    if constexpr (QF == QF_NVFP4)
+      for (int hl = tid; hl < nh; hl += KERNEL_THREADS)
+        qt[hl] = *reinterpret_cast<const float*>(S + int64_t(bp.h0 + hl) * p.st_h + p.q_t_off);
+  }
   cp_async_wait(nstages - 1);  // W and CUR (the passes may still fly)
   __syncthreads();
 
