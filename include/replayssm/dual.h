@@ -18,7 +18,8 @@
 // Mamba-2 [P, N], GDN/KDA [V, K] (the contiguous axis, which the read GEMVs
 // contract over, carries the block scales). Dual mode runs on the reference
 // and cpu backends and on the cuda backend (device tensors; every entry point;
-// flushes decided on the device from the cursors, graph-safe). Shared mode
+// flushes decided on the device from the cursors, graph-safe;
+// Mamba-2 nvfp4 copies there need N a multiple of 32). Shared mode
 // and quant_pack_stochastic also run on the cuda backend (device tensors; one
 // block per (row, head) tile, fp32 recurrence as mamba2_decode / delta_decode;
 // given the same fp32 tile its bytes equal the cpu's, stochastic rounding

@@ -66,7 +66,7 @@ struct Mamba2Pool {
   // [P, N] per (slot, head) with its block scales inside the tile, laid out
   // by quant_layout(read_format, P, N). Written at every flush, by prefill,
   // flush and reset, copied by copy_slot; steps that do not flush read only
-  // it. Dual pools run on the reference and cpu backends.
+  // it. Dual pools run on the reference, cpu and cuda backends.
   Tensor read_copy;  // [S, H, tile_bytes] u8, tile rows 16-byte aligned
   ReadFormat read_format = ReadFormat::bf16;
 };

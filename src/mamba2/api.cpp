@@ -269,7 +269,7 @@ void mamba2_snapshot_decode(const Mamba2Step& step, const Tensor& state,
 }
 
 void mamba2_prefill(const Mamba2Prefill& p, const Mamba2Pool& pool, const Exec& exec) {
-  if (mamba2::dual::requested(pool)) return mamba2::dual::prefill(p, pool, exec);
+  if (mamba2::dual::host_dual(pool, exec)) return mamba2::dual::prefill(p, pool, exec);
   const char* fn = "mamba2_prefill";
   check_exec(fn, exec);
   check::shape(fn, "x", p.x, {ANY, ANY, ANY});
@@ -301,7 +301,10 @@ void mamba2_prefill(const Mamba2Prefill& p, const Mamba2Pool& pool, const Exec& 
   check_slot(fn, "slot", p.slot, d.B, exec);
   optional(fn, "initial", p.initial, {d.B}, {DType::i32}, exec);
   const bool ring = check_pool(fn, pool, exec, d, false, &act);
-  if (!host_checks(exec)) return mamba2::cuda::prefill(p, pool, d, exec);
+  if (!host_checks(exec)) {
+    if (mamba2::dual::requested(pool)) mamba2::dual::check_device_copy(fn, pool);
+    return mamba2::cuda::prefill(p, pool, d, exec);
+  }
   check::require(check::index_at(p.cu_seqlens, 0) == 0, fn, "cu_seqlens",
                  "expected cu_seqlens[0] = 0");
   for (int64_t b = 0; b < d.B; ++b)
@@ -328,7 +331,8 @@ void mamba2_prefill(const Mamba2Prefill& p, const Mamba2Pool& pool, const Exec& 
 
 void mamba2_replay_step(const Mamba2Step& step, const Mamba2Pool& pool,
                         const Tensor& num_accepted, bool commit_all, const Exec& exec) {
-  if (mamba2::dual::requested(pool)) return mamba2::dual::replay_step(step, pool, num_accepted, commit_all, exec);
+  if (mamba2::dual::host_dual(pool, exec))
+    return mamba2::dual::replay_step(step, pool, num_accepted, commit_all, exec);
   const char* fn = "mamba2_replay_step";
   check_exec(fn, exec);
   mamba2::Dims d;
@@ -342,8 +346,10 @@ void mamba2_replay_step(const Mamba2Step& step, const Mamba2Pool& pool,
                      " entries (ring too short), got R = " + std::to_string(d.R));
   check_slot(fn, "slot", step.slot, d.B, exec);
   if (num_accepted.defined()) check_num_accepted(fn, num_accepted, d.B, exec);
-  if (!host_checks(exec))
+  if (!host_checks(exec)) {
+    if (mamba2::dual::requested(pool)) mamba2::dual::check_device_copy(fn, pool);
     return mamba2::cuda::replay_step(step, pool, num_accepted, commit_all, d, exec);
+  }
   check::slots(fn, "slot", step.slot, step.pad_slot_id, d.S, true);
   for (int64_t b = 0; b < d.B; ++b) {
     const int64_t s = check::index_at(step.slot, b);
@@ -413,7 +419,7 @@ void mamba2_materialize(const Mamba2Pool& pool, const Tensor& slot, int64_t pad_
 
 void mamba2_flush(const Mamba2Pool& pool, const Tensor& slot, int64_t pad_slot_id,
                   const Exec& exec) {
-  if (mamba2::dual::requested(pool)) return mamba2::dual::flush(pool, slot, pad_slot_id, exec);
+  if (mamba2::dual::host_dual(pool, exec)) return mamba2::dual::flush(pool, slot, pad_slot_id, exec);
   const char* fn = "mamba2_flush";
   check_exec(fn, exec);
   mamba2::Dims d;
@@ -421,7 +427,10 @@ void mamba2_flush(const Mamba2Pool& pool, const Tensor& slot, int64_t pad_slot_i
   tensor(fn, "A", pool.A, {d.H}, {DType::f32}, exec);
   check_slot_any(fn, "slot", slot, exec);
   d.B = slot.shape[0];
-  if (!host_checks(exec)) return mamba2::cuda::flush(pool, slot, pad_slot_id, d, exec);
+  if (!host_checks(exec)) {
+    if (mamba2::dual::requested(pool)) mamba2::dual::check_device_copy(fn, pool);
+    return mamba2::cuda::flush(pool, slot, pad_slot_id, d, exec);
+  }
   check::slots(fn, "slot", slot, pad_slot_id, d.S, true);
   for (int64_t b = 0; b < d.B; ++b) {
     const int64_t s = check::index_at(slot, b);
@@ -437,8 +446,14 @@ void mamba2_flush(const Mamba2Pool& pool, const Tensor& slot, int64_t pad_slot_i
 }
 
 namespace {
+// Every tensor of a pool that has a row per slot (the read copy of a dual
+// pool too: copy and reset treat it as bytes; quant_pack of a zero tile is
+// all zero bytes in every format, so a zeroed copy is the copy of a zeroed
+// checkpoint).
 std::vector<Tensor> pool_tensors(const Mamba2Pool& p) {
-  return {p.state, p.ring_x, p.ring_dt, p.ring_B, p.cursor};
+  std::vector<Tensor> v = {p.state, p.ring_x, p.ring_dt, p.ring_B, p.cursor};
+  if (p.read_copy.defined()) v.push_back(p.read_copy);
+  return v;
 }
 // The device slot operations exist only in CUDA builds.
 void copy_cuda([[maybe_unused]] const char* fn, const Mamba2Pool& pool, const Tensor& src,
@@ -463,14 +478,17 @@ void zero_cuda([[maybe_unused]] const char* fn, const Mamba2Pool& pool, const Te
 
 void mamba2_copy_slot(const Mamba2Pool& pool, const Tensor& src, const Tensor& dst,
                       int64_t pad_slot_id, const Exec& exec) {
-  if (mamba2::dual::requested(pool)) return mamba2::dual::copy_slot(pool, src, dst, pad_slot_id, exec);
+  if (mamba2::dual::host_dual(pool, exec)) return mamba2::dual::copy_slot(pool, src, dst, pad_slot_id, exec);
   const char* fn = "mamba2_copy_slot";
   check_exec(fn, exec);
   mamba2::Dims d;
   check_pool(fn, pool, exec, d, false, nullptr);
   check_slot_any(fn, "src", src, exec);
   check_slot(fn, "dst", dst, src.shape[0], exec);
-  if (exec.backend == Backend::cuda) return copy_cuda(fn, pool, src, dst, pad_slot_id, exec);
+  if (exec.backend == Backend::cuda) {
+    if (mamba2::dual::requested(pool)) mamba2::dual::check_device_copy(fn, pool);
+    return copy_cuda(fn, pool, src, dst, pad_slot_id, exec);
+  }
   check::slots(fn, "src", src, pad_slot_id, d.S, false);
   check::slots(fn, "dst", dst, pad_slot_id, d.S, true);
   // A slot written as a destination must not also be read as a source (the
@@ -487,13 +505,16 @@ void mamba2_copy_slot(const Mamba2Pool& pool, const Tensor& src, const Tensor& d
 
 void mamba2_reset_slot(const Mamba2Pool& pool, const Tensor& slot, int64_t pad_slot_id,
                        const Exec& exec) {
-  if (mamba2::dual::requested(pool)) return mamba2::dual::reset_slot(pool, slot, pad_slot_id, exec);
+  if (mamba2::dual::host_dual(pool, exec)) return mamba2::dual::reset_slot(pool, slot, pad_slot_id, exec);
   const char* fn = "mamba2_reset_slot";
   check_exec(fn, exec);
   mamba2::Dims d;
   check_pool(fn, pool, exec, d, false, nullptr);
   check_slot_any(fn, "slot", slot, exec);
-  if (exec.backend == Backend::cuda) return zero_cuda(fn, pool, slot, pad_slot_id, exec);
+  if (exec.backend == Backend::cuda) {
+    if (mamba2::dual::requested(pool)) mamba2::dual::check_device_copy(fn, pool);
+    return zero_cuda(fn, pool, slot, pad_slot_id, exec);
+  }
   check::slots(fn, "slot", slot, pad_slot_id, d.S, false);
   slot_ops::zero_cpu(pool_tensors(pool), slot, pad_slot_id);
 }

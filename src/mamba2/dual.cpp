@@ -68,6 +68,18 @@ void set_cursor(const Tensor& cursor, int64_t row, RingCursor v) {
 
 namespace mamba2::dual {
 
+void check_device_copy(const char* fn, const Mamba2Pool& pool) {
+  check::require(pool.read_copy.device == Device::cuda, fn, "pool.read_copy",
+                 "expected a cuda tensor for the cuda backend");
+  // The layout checks of the host path, on a view labelled as host memory
+  // (the data is not touched).
+  Tensor layout_view = pool.read_copy;
+  layout_view.device = Device::cpu;
+  const Tensor& st = pool.state;
+  replayssm::dual::check_packed_pool(fn, "pool.read_copy", layout_view, pool.read_format, st.shape[0],
+                                     st.shape[1], st.shape[2], st.shape[3]);
+}
+
 void replay_step(const Mamba2Step& step, const Mamba2Pool& pool, const Tensor& num_accepted,
                  bool commit_all, const Exec& exec) {
   const char* fn = "mamba2_replay_step";

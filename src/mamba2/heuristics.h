@@ -240,6 +240,31 @@ RSSM_M2_HD ReplaySmem replay_smem(int64_t T, int64_t L, int64_t ns, int64_t nh, 
   m.bytes = o;
   return m;
 }
+// Packed read-copy streams of the dual replay step (fp8: 16 codes per
+// 16-byte vector, nvfp4: 32). Same rule as hot_geometry: the fewest lanes per
+// row (a power of two) that leave each lane at most HOT_VPL vectors. N must
+// be a multiple of the vector's elements (validated).
+inline constexpr int QF_NONE = 0, QF_FP8 = 1, QF_NVFP4 = 2;
+RSSM_M2_HD int packed_vec(int qf) { return qf == QF_FP8 ? 16 : 32; }
+inline RowGeometry packed_hot_geometry(int64_t N, int qf) {
+  RowGeometry g{};
+  g.vec = packed_vec(qf);
+  g.nv = int((N + g.vec - 1) / g.vec);
+  g.lpr = 1;
+  while (g.lpr * HOT_VPL < g.nv && g.lpr < 32) g.lpr *= 2;
+  g.rpw = 32 / g.lpr;
+  g.vpl = (g.nv + g.lpr - 1) / g.lpr;
+  g.ns = int((N + 7) / 8 * 8);
+  return g;
+}
+// Shared memory of a packed stream after replay_smem: the block's block-scale
+// bytes ([nh] runs of np·srb bytes, each 16-byte aligned) and the nh tile
+// scales (nvfp4).
+RSSM_M2_HD int64_t packed_scale_seg(int64_t np, int64_t srb) { return align16(np * srb); }
+RSSM_M2_HD int64_t packed_scale_smem(int64_t nh, int64_t np, int64_t srb) {
+  return nh * packed_scale_seg(np, srb) + align16(4 * nh);
+}
+
 inline int64_t decode_smem_floats(int64_t T, int64_t ns, int64_t nh, int64_t np) {
   return 4 * T + 2 * ns * T + 2 * nh * T + nh + 2 * nh * T * np;
 }

@@ -56,6 +56,14 @@ struct Params {
   // materialize output [n, H, P, N], any float dtype
   void* out = nullptr; DType out_dtype = DType::f32; int64_t out_s = 0, out_h = 0, out_p = 0;
   int32_t* status = nullptr;
+  // Dual precision (replay step on a read copy, dual_kernels.cuh): the
+  // checkpoint of a flushing row was already folded and re-packed, so the
+  // step reads `state` (the read copy) with an empty history and writes no
+  // state. Packed copies (fp8, nvfp4): state/st_* are bytes of the tile
+  // codes [P, code row bytes]; the block scales u8 [P, q_srb] sit at byte
+  // q_scale_off of the tile, the nvfp4 tile scale (fp32) at q_t_off.
+  bool dual = false;
+  int64_t q_scale_off = 0, q_srb = 0, q_t_off = 0;
 };
 
 // ---------------------------------------------------------------------------

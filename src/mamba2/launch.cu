@@ -250,6 +250,87 @@ void launch_fold_kernel(const char* fn, Params& p, const Mamba2Pool& pool, const
   dispatch(fn, pool.state.dtype, rec, [&]<DType SD, DType AD>() { kern::launch_fold<SD, AD>(p, c); });
 }
 
+// Dual precision (pool.read_copy): the pack kernel folds the flushing rows
+// into the checkpoint and re-packs their copy, then the replay kernel
+// streams the read copy (p.dual: flushing rows run with an empty history and
+// write no state) and the cursor kernel moves the cursors. A bf16 / f16 copy
+// is a plain [P, N] matrix of that dtype inside each tile (tile and slot
+// strides are multiples of 16 bytes), so it takes the state-dtype stream;
+// fp8 / nvfp4 take the packed stream (QF_FP8 / QF_NVFP4).
+// Everything is validated before the first launch.
+void dual_replay_step(const char* fn, const Params& base, const Mamba2Pool& pool, DType act,
+                      const Exec& exec) {
+  const DeviceInfo info = device_info(fn);
+  const Tensor& rc = pool.read_copy;
+  const ReadFormat fmt = pool.read_format;
+  Params p = base;
+  p.dual = true;
+  p.state = rc.data;
+  const int64_t act_size = int64_t(dtype_size(act));
+  const bool packed = fmt == ReadFormat::fp8_e4m3 || fmt == ReadFormat::nvfp4;
+  const int qf = fmt == ReadFormat::fp8_e4m3 ? QF_FP8 : fmt == ReadFormat::nvfp4 ? QF_NVFP4 : QF_NONE;
+  const DType sd = fmt == ReadFormat::f16 ? DType::f16 : DType::bf16;  // unpacked copies
+  RowGeometry g;
+  if (!packed) {
+    check::require(p.N % 8 == 0, fn, "pool.read_format",
+                   std::string("the cuda backend streams ") + read_format_name(fmt) +
+                       " copies in 16-byte vectors: d_state N must be a multiple of 8, got N = " +
+                       std::to_string(p.N));
+    p.st_s = rc.stride[0] / 2;
+    p.st_h = rc.stride[1] / 2;
+    p.st_p = p.N;
+    g = hot(fn, p, sd);
+  } else {
+    const QuantLayout lay = quant_layout(fmt, p.P, p.N);
+    p.st_s = rc.stride[0];
+    p.st_h = rc.stride[1];
+    p.st_p = lay.code_row_bytes;
+    p.q_scale_off = lay.scale_offset;
+    p.q_srb = lay.scale_row_bytes;
+    p.q_t_off = lay.tensor_scale_offset;
+    g = packed_hot_geometry(p.N, qf);
+    check::require(p.N % g.vec == 0 && g.vpl <= HOT_VPL, fn, "pool.read_format",
+                   std::string("the cuda backend streams ") + read_format_name(fmt) +
+                       " copies in vectors of " + std::to_string(g.vec) +
+                       " values: d_state N must be a multiple of " + std::to_string(g.vec) +
+                       " and at most " + std::to_string(32 * HOT_VPL * g.vec) + ", got N = " +
+                       std::to_string(p.N));
+    p.nv = g.nv;
+    p.lpr = g.lpr;
+    p.rpw = g.rpw;
+    p.ns = g.ns;
+  }
+  auto smem = [&](int64_t nh, int64_t np) {
+    return replay_smem(p.T, p.L, g.ns, nh, np, act_size).bytes +
+           (packed ? packed_scale_smem(nh, np, p.q_srb) : 0);
+  };
+  const int rpp = rows_per_pass(g, hot_unroll(g));
+  const Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(HOT_PASSES) * rpp);
+  p.stages = hot_stages(smem(t.nh, t.np), info.smem_per_sm, HOT_BLOCKS_PER_SM);
+  const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np) + p.stages * STAGE_BYTES, exec, g.vpl, info);
+  kern::launch_dual_pack(fn, base, rc, fmt, pool.state.dtype, pool.ring_x.dtype, true, info.sms,
+                         info.smem_optin, info.smem_per_sm, cuda_util::stream_of(exec));
+  auto by_act = [&]<int QF>() {
+    switch (act) {
+      case DType::f32: return kern::launch_replay_packed<QF, DType::f32>(p, c);
+      case DType::f16: return kern::launch_replay_packed<QF, DType::f16>(p, c);
+      case DType::bf16: return kern::launch_replay_packed<QF, DType::bf16>(p, c);
+      default: check::fail(fn, "x", std::string("unsupported activation dtype ") + dtype_name(act));
+    }
+  };
+  if (qf == QF_FP8) by_act.template operator()<QF_FP8>();
+  else if (qf == QF_NVFP4) by_act.template operator()<QF_NVFP4>();
+  else dispatch(fn, sd, act, [&]<DType SD, DType AD>() { kern::launch_replay<SD, AD>(p, c); });
+  launch_cursor(fn, p, Mode::step, exec);
+}
+
+// Dual precision after prefill / flush: re-pack the copy of every row.
+void dual_repack(const char* fn, const Params& p, const Mamba2Pool& pool, DType rec, const Exec& exec) {
+  const DeviceInfo info = device_info(fn);
+  kern::launch_dual_pack(fn, p, pool.read_copy, pool.read_format, pool.state.dtype, rec, false,
+                         info.sms, info.smem_optin, info.smem_per_sm, cuda_util::stream_of(exec));
+}
+
 }  // namespace
 
 void decode(const Mamba2Step& step, const Tensor& state, const Dims& d, const Exec& exec) {
@@ -303,6 +384,7 @@ void prefill(const Mamba2Prefill& pf, const Mamba2Pool& pool, const Dims& d, con
   dispatch(fn, pool.state.dtype, pf.x.dtype,
            [&]<DType SD, DType AD>() { kern::launch_prefill<SD, AD>(p, c); });
   if (p.cursor) launch_cursor(fn, p, Mode::prefill, exec);
+  if (pool.read_copy.defined()) dual_repack(fn, p, pool, pf.x.dtype, exec);
 }
 
 void replay_step(const Mamba2Step& step, const Mamba2Pool& pool, const Tensor& num_accepted,
@@ -320,6 +402,7 @@ void replay_step(const Mamba2Step& step, const Mamba2Pool& pool, const Tensor& n
   set_pool(p, pool);
   set_accepted(p, num_accepted);
   p.jmax = p.L + p.T;
+  if (pool.read_copy.defined()) return dual_replay_step(fn, p, pool, step.x.dtype, exec);
   const DeviceInfo info = device_info(fn);
   const RowGeometry g = hot(fn, p, pool.state.dtype);
   const int64_t act_size = int64_t(dtype_size(step.x.dtype));
@@ -376,6 +459,7 @@ void flush(const Mamba2Pool& pool, const Tensor& slot, int64_t pad, const Dims& 
   set_pool(p, pool);
   launch_fold_kernel(fn, p, pool, exec);
   launch_cursor(fn, p, Mode::flush, exec);
+  if (pool.read_copy.defined()) dual_repack(fn, p, pool, pool.ring_x.dtype, exec);
 }
 
 }  // namespace replayssm::mamba2::cuda

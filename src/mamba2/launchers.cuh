@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "mamba2/kernel_common.cuh"
+#include "replayssm/quant.h"
 
 namespace replayssm::mamba2::kern {
 
@@ -20,5 +21,15 @@ template <DType SD, DType AD> void launch_replay(const Params& p, const LaunchCf
 template <DType SD, DType AD> void launch_decode(const Params& p, const LaunchCfg& c);
 template <DType SD, DType AD> void launch_fold(const Params& p, const LaunchCfg& c);
 template <DType SD, DType AD> void launch_prefill(const Params& p, const LaunchCfg& c);
+// Dual precision (dual_pack.cu, dual_replay_*.cu): the replay kernel on a
+// packed read copy (QF_FP8 | QF_NVFP4), and the pack kernel.
+template <int QF, DType AD> void launch_replay_packed(const Params& p, const LaunchCfg& c);
+// fold = true (step): fold the flushing rows of p's plan into the checkpoint
+// and pack their copy; fold = false: pack every valid row's checkpoint.
+// p: slots (and cursors, records, A, num_accepted for fold) of the call;
+// state: the checkpoint dtype, rec: the records' dtype.
+void launch_dual_pack(const char* fn, const Params& p, const Tensor& read_copy, ReadFormat format,
+                      DType state, DType rec, bool fold, int sms, int smem_optin, int smem_per_sm,
+                      cudaStream_t stream);
 
 }  // namespace replayssm::mamba2::kern

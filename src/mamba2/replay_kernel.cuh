@@ -41,8 +41,20 @@
 //  6. y_t = dec·part + hist, gate, store (coalesced over p).
 // Ring positions are start + i with one conditional subtraction (start < R,
 // i < R); no integer division by R anywhere.
+//
+// Dual precision (Params::dual, design §4): the state streamed is the read
+// copy and a row whose plan flushes was already folded and re-packed by
+// mamba2_dual_pack_kernel, so it runs as a non-flush step with an empty
+// history (n = 0 records from the new ring start, Λ restarting) and writes
+// no state. QF selects the stream: QF_NONE the state dtype SD (a bf16 / f16
+// copy is a plain [P, N] matrix inside its tile), QF_FP8 / QF_NVFP4 packed
+// codes, decoded in registers with the block scales staged in shared memory
+// during phase 2 (plain loads; bit-exact with quant_unpack).
 #pragma once
+#include <type_traits>
+
 #include "mamba2/kernel_common.cuh"
+#include "quant/quant.cuh"
 
 namespace replayssm::mamba2::kern {
 
@@ -153,6 +165,79 @@ __device__ __forceinline__ void replay_pass(const Params& p, const BlockPos& bp,
   }
 }
 
+// Issue the async loads of pass q of a packed read copy (16-byte vectors of
+// codes; S points at the slot's tiles, strides in bytes).
+template <int VPL>
+__device__ __forceinline__ void issue_pass_packed(const Params& p, const BlockPos& bp, const Lane& l,
+                                                  const uint8_t* S, int q, int npass, uint4* stages,
+                                                  int nstages, uint64_t pol) {
+  if (q < npass) {
+    const int r = q * l.nrg + l.rg;
+    const bool in = r < l.rows;
+    const int hl = in ? r / l.np : 0, pr = bp.p0 + (in ? r - hl * l.np : 0);
+    const uint8_t* row = S + int64_t(bp.h0 + hl) * p.st_h + int64_t(pr) * p.st_p;
+    const int st = q % nstages;
+#pragma unroll
+    for (int k = 0; k < VPL; ++k) {
+      const int vi = l.lr + k * l.lpr;
+      const int bytes = (in && vi < p.nv) ? 16 : 0;
+      cp_async16(stage_slot<VPL>(stages, st, k), bytes ? row + vi * 16 : row, bytes, pol);
+    }
+  }
+  cp_async_commit();
+}
+
+// One pass of a packed read copy: part[t][r] = Ŝ·C_t with Ŝ the decoded
+// copy. qs: the block's block scales ([hl] runs of packed_scale_seg bytes,
+// row pp at pp·srb), qt: nvfp4 tile scales [hl].
+template <int QF, DType AD, int VPL>
+__device__ __forceinline__ void replay_pass_packed(const Params& p, const Lane& l,
+                                                   const ReplayArrays<AD>& a, int q, const uint4* stg,
+                                                   const uint8_t* qs, const float* qt) {
+  constexpr int VEC = QF == QF_FP8 ? 16 : 32;
+  const int T = p.T, ns = p.ns, srb = int(p.q_srb);
+  const int r = q * l.nrg + l.rg;
+  const bool in = r < l.rows;
+  const int hl = in ? r / l.np : 0, pp = in ? r - hl * l.np : 0;
+  uint4 v[VPL];
+#pragma unroll
+  for (int k = 0; k < VPL; ++k) v[k] = stg[k * KERNEL_THREADS];
+  const uint8_t* sc = qs + hl * packed_scale_seg(p.np, srb) + pp * srb;
+  const float ts = QF == QF_NVFP4 ? qt[hl] : 0.f;
+  for (int t = 0; t < T; ++t) {
+    float part = 0.f;
+#pragma unroll
+    for (int k = 0; k < VPL; ++k) {
+      const int vi = l.lr + k * l.lpr;
+      if (vi < p.nv) {
+        const float* c = a.Cs + t * ns + vi * VEC;
+        if constexpr (QF == QF_FP8) {
+          const uint32_t e = sc[vi / 2];  // one E8M0 byte per 32 values
+          const uint32_t w[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float4 f = quant::dev::fp8_decode_word(w[j], e);
+            const float4 cc = *reinterpret_cast<const float4*>(c + 4 * j);
+            part = fmaf(f.x, cc.x, part);
+            part = fmaf(f.y, cc.y, part);
+            part = fmaf(f.z, cc.z, part);
+            part = fmaf(f.w, cc.w, part);
+          }
+        } else {
+          const uint32_t c0[2] = {v[k].x, v[k].y}, c1[2] = {v[k].z, v[k].w};
+          float f[16];
+          quant::dev::nvfp4_decode_block(c0, sc[2 * vi], ts, f);
+          part += dot_smem<16>(f, c);
+          quant::dev::nvfp4_decode_block(c1, sc[2 * vi + 1], ts, f);
+          part += dot_smem<16>(f, c + 16);
+        }
+      }
+    }
+    part = group_sum(part, l.lpr);
+    if (in && l.lr == 0) a.part[(t * p.nh + hl) * p.np + pp] = part;
+  }
+}
+
 // Phase 4 of the replay kernel (records staged): B·C, decays, coefficients,
 // fold weights (flush), history terms. Every thread calls it.
 template <DType AD>
@@ -221,18 +306,21 @@ __device__ __forceinline__ void replay_coefficients(const Params& p, const Block
   __syncthreads();
 }
 
-template <DType SD, DType AD, int VPL>
+template <DType SD, DType AD, int VPL, int QF = QF_NONE>
 // Two resident blocks per SM; the state stream lives in shared memory stages,
 // so registers hold no loads in flight.
 __global__ void __launch_bounds__(KERNEL_THREADS, 2)
 mamba2_replay_kernel(const Params p) {
-  using st_t = typename Traits<SD>::type;
+  using st_t = std::conditional_t<QF == QF_NONE, typename Traits<SD>::type, uint8_t>;
   using at_t = typename Traits<AD>::type;
   constexpr int CH = 16 / int(sizeof(at_t));  // activation elements per 16-byte chunk
   extern __shared__ float4 smem4[];
   uint4* stages = reinterpret_cast<uint4*>(smem4);
   const ReplaySmem m = replay_smem(p.T, p.L, p.ns, p.nh, p.np, sizeof(at_t));
   const ReplayArrays<AD> a(reinterpret_cast<char*>(smem4) + int64_t(p.stages) * STAGE_BYTES, m);
+  // packed streams: block scales and tile scales after the replay arrays
+  [[maybe_unused]] uint8_t* qs = reinterpret_cast<uint8_t*>(smem4) + int64_t(p.stages) * STAGE_BYTES + m.bytes;
+  [[maybe_unused]] float* qt = reinterpret_cast<float*>(qs + int64_t(p.nh) * packed_scale_seg(p.np, p.q_srb));
 
   const BlockPos bp = block_pos(p);
   const int64_t b = bp.row;
@@ -296,7 +384,34 @@ mamba2_replay_kernel(const Params p) {
   st_t* S = static_cast<st_t*>(p.state) + slot * p.st_s;
   if (tid < CURSOR_FIELDS) cp_async4(a.cur + tid, p.cursor + slot * p.cur_s + tid);
   cp_async_commit();
-  for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
+  auto issue = [&](int q) {
+    if constexpr (QF == QF_NONE) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
+    else issue_pass_packed<VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
+  };
+  for (int q = 0; q < nstages - 1; ++q) issue(q);
+  if constexpr (QF != QF_NONE) {
+    // Block scales of the block's rows and the nvfp4 tile scales, by plain
+    // loads while the first passes fly. (Staged with cp.async, ptxas 13.0
+    // emitted the copy as LDGSTS [R+UR0], desc[UR1] and the kernel stopped
+    // with cudaErrorIllegalInstruction on the H200.)
+    const int seg = np * int(p.q_srb), sseg = int(packed_scale_seg(p.np, p.q_srb)), cps = (seg + 15) / 16;
+    for (int i = tid; i < nh * cps; i += KERNEL_THREADS) {
+      const int hl = i / cps, c0 = (i - hl * cps) * 16, cnt = min(16, seg - c0);
+      const uint8_t* src = S + int64_t(bp.h0 + hl) * p.st_h + p.q_scale_off + int64_t(bp.p0) * p.q_srb + c0;
+      uint4 v;
+      if (cnt == 16 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+        v = *reinterpret_cast<const uint4*>(src);
+      } else {
+        uint32_t w[4] = {0u, 0u, 0u, 0u};
+        for (int j = 0; j < cnt; ++j) w[j / 4] |= uint32_t(src[j]) << (8 * (j % 4));
+        v = make_uint4(w[0], w[1], w[2], w[3]);
+      }
+      *reinterpret_cast<uint4*>(qs + hl * sseg + c0) = v;
+    }
+    if constexpr (QF == QF_NVFP4)
+      for (int hl = tid; hl < nh; hl += KERNEL_THREADS)
+        qt[hl] = *reinterpret_cast<const float*>(S + int64_t(bp.h0 + hl) * p.st_h + p.q_t_off);
+  }
   cp_async_wait(nstages - 1);  // W and CUR (the passes may still fly)
   __syncthreads();
 
@@ -311,7 +426,9 @@ mamba2_replay_kernel(const Params p) {
     zero_outputs<AD>(p, bp, b, 0, T);
     return;
   }
-  const bool flush = plan.flush;
+  // dual: a flushing row's new checkpoint and copy are already written; its
+  // history is empty (hist_count = 0 from the new start)
+  const bool flush = QF == QF_NONE && plan.flush && !p.dual;
   const int n = flush ? plan.fold_count : plan.hist_count;
   const int rec_start = flush ? plan.fold_start : plan.hist_start;
 
@@ -373,9 +490,12 @@ mamba2_replay_kernel(const Params p) {
     replay_coefficients<AD>(p, bp, flush, n, a);
   }
   for (int q = 0; q < npass; ++q) {
-    issue_pass<SD, VPL>(p, bp, l, S, q + nstages - 1, npass, stages, nstages, pol);
+    issue(q + nstages - 1);
     cp_async_wait(q <= nstages - 2 ? nstages : nstages - 1);  // pass q has landed (REC may be between)
-    replay_pass<SD, AD, VPL>(p, bp, l, S, flush, n, a, q, stage_slot<VPL>(stages, q % nstages, 0));
+    if constexpr (QF == QF_NONE)
+      replay_pass<SD, AD, VPL>(p, bp, l, S, flush, n, a, q, stage_slot<VPL>(stages, q % nstages, 0));
+    else
+      replay_pass_packed<QF, AD, VPL>(p, l, a, q, stage_slot<VPL>(stages, q % nstages, 0), qs, qt);
     if (q == q_rec) {
       cp_async_wait(q_rec + 1);  // REC (the q_rec + 1 later passes may still fly)
       replay_coefficients<AD>(p, bp, flush, n, a);
