@@ -98,10 +98,11 @@ PackGeom pack_geom(int P, int N) {
 }
 
 // Shared memory: the window's slots (int64) [PACK_WINDOW], staged B [L][nb],
-// x then w = fw·x [L][P], fw [L], reduction scratch [40] (red[32] = fold
-// decay), the window's fold start and count [PACK_WINDOW] each, warp counts.
+// x then w = fw·x [L][P], fw [L], δ [L], reduction scratch [40] (red[32] =
+// fold decay), the window's fold start and count [PACK_WINDOW] each, warp
+// counts.
 int64_t dual_pack_smem_bytes(const PackGeom& g, int64_t P, int64_t L) {
-  return 8 * PACK_WINDOW + 4 * (L * g.nb + L * P + L + 40 + 2 * PACK_WINDOW + KERNEL_WARPS);
+  return 8 * PACK_WINDOW + 4 * (L * g.nb + L * P + 2 * L + 40 + 2 * PACK_WINDOW + KERNEL_WARPS);
 }
 
 // Rows of one window of the batch that this call packs, in row order (every
@@ -233,29 +234,55 @@ struct Quad {
   }
 };
 
-// Stage the n records of (slot, head h) the item needs: B_j [n][nb] (zero
-// past N) and x_j[p0 + pp] [n][np] as fp32.
+// Stage the n records of (slot, head h) the item needs as fp32, the loads of
+// a round all in flight before any is stored: B_j [n][nb] (zero past N),
+// x_j[p0 + pp] [n][np], and δ_j [n] (warp 0 stores them and syncs; the
+// scan is warp 0's). Record j sits at ring position start + j (mod R, with
+// start < R and j < n <= L <= R: one conditional subtraction).
 template <DType RD>
 __device__ void stage_records(const Params& p, int64_t slot, int h, int start, int n, int p0, int np, int nb,
-                              float* Bs, float* xs) {
+                              float* Bs, float* xs, float* ds) {
+  constexpr int KB = 8, KX = 4;  // B and x loads per thread and round
   using rt_t = typename Traits<RD>::type;
   const rt_t* rB = static_cast<const rt_t*>(p.rB) + slot * p.rB_s + int64_t(h / p.hpg) * p.rB_g;
   const rt_t* rx = static_cast<const rt_t*>(p.rx) + slot * p.rx_s + int64_t(h) * p.rx_h + p0;
-  const int N = p.N;
-  batched<8>(
-      n * nb,
-      [&](int i) {
-        const int j = i / nb, k = i - j * nb;
-        return k < N ? Traits<RD>::load(rB[int64_t(ring_pos(start, j, p.R)) * p.rB_r + k]) : 0.f;
-      },
-      [&](int i, float v) { Bs[i] = v; });
-  batched<4>(
-      n * np,
-      [&](int i) {
-        const int j = i / np, pp = i - j * np;
-        return Traits<RD>::load(rx[int64_t(ring_pos(start, j, p.R)) * p.rx_r + pp]);
-      },
-      [&](int i, float v) { xs[i] = v; });
+  const float* rdt = p.rdt + slot * p.rdt_s + h;
+  const int N = p.N, nB = n * nb, nX = n * np, sh = __ffs(nb) - 1;  // nb is a power of two
+  const int tid = threadIdx.x;
+  auto pos = [&](int j) {
+    const int q = start + j;
+    return int64_t(q >= p.R ? q - p.R : q);
+  };
+  const bool dt0 = tid < 32 && tid < n;
+  const float dv = dt0 ? rdt[pos(tid) * p.rdt_r] : 0.f;
+  for (int b0 = 0, x0 = 0; b0 < nB || x0 < nX; b0 += KB * KERNEL_THREADS, x0 += KX * KERNEL_THREADS) {
+    float bv[KB], xv[KX];
+#pragma unroll
+    for (int k = 0; k < KB; ++k) {
+      const int i = b0 + k * KERNEL_THREADS + tid, j = i >> sh, c = i & (nb - 1);
+      bv[k] = i < nB && c < N ? Traits<RD>::load(rB[pos(j) * p.rB_r + c]) : 0.f;
+    }
+#pragma unroll
+    for (int k = 0; k < KX; ++k) {
+      const int i = x0 + k * KERNEL_THREADS + tid, j = i / np;
+      xv[k] = i < nX ? Traits<RD>::load(rx[pos(j) * p.rx_r + (i - j * np)]) : 0.f;
+    }
+#pragma unroll
+    for (int k = 0; k < KB; ++k) {
+      const int i = b0 + k * KERNEL_THREADS + tid;
+      if (i < nB) Bs[i] = bv[k];
+    }
+#pragma unroll
+    for (int k = 0; k < KX; ++k) {
+      const int i = x0 + k * KERNEL_THREADS + tid;
+      if (i < nX) xs[i] = xv[k];
+    }
+  }
+  if (tid < 32) {
+    if (dt0) ds[tid] = dv;
+    for (int j = 32 + tid; j < n; j += 32) ds[j] = rdt[pos(j) * p.rdt_r];
+    __syncwarp();
+  }
 }
 
 // v[i] ← fd·v[i] + Σ_j w_j[pp_i]·B_j[c] for the thread's rows i < rt (FULL:
@@ -302,7 +329,8 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
   float* Bs = reinterpret_cast<float*>(lslot + PACK_WINDOW);              // [L][nb]
   float* ws = Bs + L * g.nb;                                              // [L][P]
   float* fw = ws + L * P;                                                 // [L]
-  float* red = fw + L;                                                    // [40]
+  float* ds = fw + L;                                                     // [L]
+  float* red = ds + L;                                                    // [40]
   int* lstart = reinterpret_cast<int*>(red + 40);                         // [PACK_WINDOW]
   int* lcount = lstart + PACK_WINDOW;                                     // [PACK_WINDOW]
   int* wcount = lcount + PACK_WINDOW;                                     // [KERNEL_WARPS]
@@ -367,13 +395,13 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
       load(true);  // in flight while the records are staged
       if (n > 0) {
         switch (d.rec) {
-          case DType::f32: stage_records<DType::f32>(p, slot, h, start, n, p0, np, g.nb, Bs, ws); break;
-          case DType::f16: stage_records<DType::f16>(p, slot, h, start, n, p0, np, g.nb, Bs, ws); break;
-          default: stage_records<DType::bf16>(p, slot, h, start, n, p0, np, g.nb, Bs, ws); break;
+          case DType::f32: stage_records<DType::f32>(p, slot, h, start, n, p0, np, g.nb, Bs, ws, ds); break;
+          case DType::f16: stage_records<DType::f16>(p, slot, h, start, n, p0, np, g.nb, Bs, ws, ds); break;
+          default: stage_records<DType::bf16>(p, slot, h, start, n, p0, np, g.nb, Bs, ws, ds); break;
         }
         if (warp == 0) {  // fw_j = δ_j e^{A Σ_{j<i<n} δ_i}, fdec = e^{A Σ_{i<n} δ_i}
           const float A = A_of(p, h);
-          auto dl = [&](int j) { return p.rdt[slot * p.rdt_s + int64_t(ring_pos(start, j, p.R)) * p.rdt_r + h]; };
+          auto dl = [&](int j) { return ds[j]; };
           const float tot = suffix_scan(dl, 0, n - 1, lane, [&](int j, float s) { fw[j] = dl(j) * expf(A * s); });
           if (lane == 0) red[32] = expf(A * tot);
         }
