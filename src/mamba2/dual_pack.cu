@@ -1,9 +1,10 @@
 // Dual precision (design §4): the read copy of a Mamba-2 pool is refreshed
 // here. Every block first lists the rows to pack (up to PACK_WINDOW rows at a
-// time, all blocks the same list in row order), then the blocks walk the
-// listed rows' (row, head) tiles, each tile [P, N] whole in shared memory (the
-// NVFP4 tile scale is a block reduction). A step whose rows do not flush
-// costs one read of the batch's slots and cursors per block.
+// time, all blocks the same list in row order, with each row's slot and fold
+// plan), then the blocks walk work items: a (row, head) tile, or for bf16 /
+// f16 / fp8 (whose scales are local to a row) a chunk of its P rows. A step
+// whose rows do not flush costs one read of the batch's slots and cursors per
+// block.
 //
 //   fold = true (replay step): every block replays the row's cursor plan
 //     (commit of num_accepted, flush rule; kernel_common.cuh::plan_from_cursor,
@@ -11,12 +12,27 @@
 //     listed. A flushing row folds its n committed records into the
 //     checkpoint exactly as the single-precision replay kernel does
 //       S_new = e^{Λ_n} S_0 + Σ_{j<n} δ_j e^{Λ_n − Λ_j} x_j B_jᵀ
-//     (suffix_scan for the weights, the same fp32 operations, rounded to the
-//     state dtype), writes S_new, and packs it into the copy. Cursors are not
-//     moved: the replay kernel then sees the same plan, treats the row as
-//     flushed (Params::dual) and the cursor kernel moves the cursor.
+//     (suffix_scan for the weights, the same fp32 operations in the same
+//     order, rounded to the state dtype), writes S_new, and packs it into the
+//     copy. Cursors are not moved: the replay kernel then sees the same plan,
+//     treats the row as flushed (Params::dual) and the cursor kernel moves
+//     the cursor.
 //   fold = false (prefill, flush, after their own kernels): the copy of every
 //     valid row is re-packed from the checkpoint as it is.
+//
+// Thread layout (PackGeom): a row of the tile is cut into chunks of 4
+// values along N; LPR lanes (a power of two) take a row's chunks, so a warp
+// holds 32 / LPR rows and the block RP = 8·32 / LPR rows per pass. Rows
+// wider than 128 values are split into CB column blocks of 128 (virtual rows
+// (p, cb), CB a power of two <= 8, so a thread keeps one column block). A
+// thread holds up to RT_MAX virtual rows of an item in registers: its state
+// loads are issued before the records are staged, the fold reads each
+// B_j chunk once from shared memory for all its rows and the weight
+// w_j[p] = fw_j·x_j[p] as a broadcast, and the values are encoded where they
+// are: an FP8 block (32 values) is 8 lanes and an NVFP4 block (16) 4 lanes of
+// one warp (shuffle reductions). NVFP4 needs the tile amax, so its item is
+// the whole tile: a tile of more than RT_MAX rows per thread is folded and
+// stored in passes, then re-read from the checkpoint it just wrote.
 //
 // The pack is bit-identical to quant_pack (src/quant/quant.cu, README rules)
 // of the stored checkpoint: the same device codecs (quant.cuh) on the values
@@ -36,6 +52,21 @@
 namespace replayssm::mamba2::kern {
 namespace {
 
+// Rows of the batch whose packing decisions one block holds at a time.
+constexpr int PACK_WINDOW = 512;
+// Virtual rows per thread held in registers (4 values each).
+constexpr int RT_MAX = 8;
+// Resident blocks per SM the kernel is compiled for (register budget).
+constexpr int PACK_BLOCKS_PER_SM = 3;
+
+struct PackGeom {
+  int lpr = 32, cb = 1;  // lanes per row, column blocks per row
+  int rp = 8;            // virtual rows per block pass (KERNEL_WARPS · 32 / lpr)
+  int vr = 0;            // virtual rows of a tile (P · cb)
+  int rt = 0;            // virtual rows per thread for the whole tile (⌈vr / rp⌉)
+  int nb = 0;            // staged B row length in floats (4 · lpr · cb >= N)
+};
+
 struct DualPackParams {
   Params m;
   DType rec = DType::f32;  // dtype of ring_x / ring_B
@@ -45,16 +76,83 @@ struct DualPackParams {
   int64_t scale_off = 0, t_off = 0;
   quant::Gaps gaps;
   bool fold = false;
+  bool vec_state = false;  // state rows aligned for 4-element vector access
+  PackGeom g;
 };
 
-// Rows of the batch whose packing decisions one block holds at a time.
-constexpr int PACK_WINDOW = 1024;
+PackGeom pack_geom(int P, int N) {
+  PackGeom g;
+  const int nq = (N + 3) / 4;
+  if (nq <= 32) {
+    g.lpr = 1;
+    while (g.lpr < nq) g.lpr *= 2;
+  } else {
+    g.lpr = 32;
+    while (32 * g.cb < nq) g.cb *= 2;
+  }
+  g.rp = KERNEL_WARPS * (32 / g.lpr);
+  g.vr = P * g.cb;
+  g.rt = (g.vr + g.rp - 1) / g.rp;
+  g.nb = 4 * g.lpr * g.cb;
+  return g;
+}
 
-// Shared memory (4-byte words): tile [P·N], records x [L][P] and B [L][N],
-// fold weights [L], the fold decay and a reduction scratch [40], the window's
-// row list [PACK_WINDOW] and per-warp counts.
-int64_t dual_pack_smem_words(int64_t P, int64_t N, int64_t L) {
-  return P * N + L * (P + N) + L + 40 + PACK_WINDOW + KERNEL_WARPS;
+// Shared memory: the window's slots (int64) [PACK_WINDOW], staged B [L][nb],
+// x then w = fw·x [L][P], fw [L], δ [L], reduction scratch [40] (red[32] =
+// fold decay), the window's fold start and count [PACK_WINDOW] each, warp
+// counts.
+int64_t dual_pack_smem_bytes(const PackGeom& g, int64_t P, int64_t L) {
+  return 8 * PACK_WINDOW + 4 * (L * g.nb + L * P + 2 * L + 40 + 2 * PACK_WINDOW + KERNEL_WARPS);
+}
+
+// Rows of one window of the batch that this call packs, in row order (every
+// block builds the same list): fold = true, the rows whose plan flushes;
+// otherwise every row with a valid slot. Keeps each row's slot and fold
+// plan (start, count).
+__device__ int window_rows(const DualPackParams& d, int64_t w0, int64_t* lslot, int* lstart, int* lcount,
+                           int* wcount) {
+  const Params& p = d.m;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t w1 = min(p.B, w0 + PACK_WINDOW);
+  int count = 0;
+  for (int64_t base = w0; base < w1; base += KERNEL_THREADS) {
+    const int64_t b = base + tid;
+    bool take = false;
+    int64_t slot = 0;
+    int start = 0, n = 0;
+    if (b < w1) {
+      slot = row_slot(p, b);
+      int32_t bits = 0;
+      if (check_slot(p, slot, &bits) == ROW_OK) {
+        if (d.fold) {
+          const int64_t acc = p.acc ? cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s) : 0;
+          StepPlan plan;
+          take = plan_from_cursor(p, load_cursor(p, slot), acc, &plan, &bits) == ROW_OK && plan.flush;
+          start = plan.fold_start;
+          n = plan.fold_count;
+        } else {
+          take = true;
+        }
+      }
+    }
+    const unsigned m = __ballot_sync(0xffffffffu, take);
+    if (lane == 0) wcount[warp] = __popc(m);
+    __syncthreads();
+    int off = count, total = count;
+    for (int w = 0; w < KERNEL_WARPS; ++w) {
+      off += w < warp ? wcount[w] : 0;
+      total += wcount[w];
+    }
+    if (take) {
+      const int i = off + __popc(m & ((1u << lane) - 1u));
+      lslot[i] = slot;
+      lstart[i] = start;
+      lcount[i] = n;
+    }
+    __syncthreads();
+    count = total;
+  }
+  return count;
 }
 
 // Largest finite |v| over the block (256 threads); every thread gets it.
@@ -69,193 +167,395 @@ __device__ float block_max(float v, float* red) {
   return v;
 }
 
-// quant_pack of one tile x [P, N] (shared memory, fp32 values) into `tile`.
-__device__ void pack_tile(const DualPackParams& d, const float* x, uint8_t* tile, float* red) {
-  const int P = d.m.P, N = d.m.N, tid = threadIdx.x;
-#pragma unroll
-  for (int g = 0; g < 3; ++g)
-    for (int64_t b = d.gaps.begin[g] + tid; b < d.gaps.end[g]; b += KERNEL_THREADS) tile[b] = 0;
-  switch (d.format) {
-    case ReadFormat::bf16:
-    case ReadFormat::f16: {
-      uint16_t* codes = reinterpret_cast<uint16_t*>(tile);
-      const bool bf = d.format == ReadFormat::bf16;
-      for (int i = tid; i < P * N; i += KERNEL_THREADS)
-        codes[i] = bf ? quant::dev::bf16_encode(x[i]) : quant::dev::f16_encode(x[i]);
-      break;
-    }
-    case ReadFormat::fp8_e4m3: {
-      const int nb = N / 32;
-      for (int i = tid; i < P * nb; i += KERNEL_THREADS) {
-        const int r = i / nb, b = i - r * nb;
-        float v[32];
-#pragma unroll
-        for (int j = 0; j < 32; ++j) v[j] = x[r * N + b * 32 + j];
-        uint32_t c[8];
-        tile[d.scale_off + i] = quant::dev::fp8_encode_block(v, c);
-        uint4* dst = reinterpret_cast<uint4*>(tile + int64_t(r) * N + b * 32);
-        dst[0] = make_uint4(c[0], c[1], c[2], c[3]);
-        dst[1] = make_uint4(c[4], c[5], c[6], c[7]);
-      }
-      break;
-    }
-    case ReadFormat::nvfp4: {
-      float amax = 0.f;
-      for (int i = tid; i < P * N; i += KERNEL_THREADS) amax = fmaxf(amax, quant::dev::finite_abs(x[i]));
-      const float t = quant::dev::nvfp4_tensor_scale(block_max(amax, red));
-      if (tid == 0) *reinterpret_cast<float*>(tile + d.t_off) = t;
-      const int nb = N / 16;
-      for (int i = tid; i < P * nb; i += KERNEL_THREADS) {
-        const int r = i / nb, b = i - r * nb;
-        float v[16];
-#pragma unroll
-        for (int j = 0; j < 16; ++j) v[j] = x[r * N + b * 16 + j];
-        uint32_t c[2];
-        tile[d.scale_off + i] = quant::dev::nvfp4_encode_block(v, t, c);
-        *reinterpret_cast<uint2*>(tile + int64_t(r) * (N / 2) + b * 8) = make_uint2(c[0], c[1]);
-      }
-      break;
-    }
-  }
+__device__ __forceinline__ float group_max(float v, int width) {
+  for (int o = width >> 1; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ int group_and(int v, int width) {
+  for (int o = width >> 1; o > 0; o >>= 1) v &= __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
 }
 
-// Rows of one window of the batch that this call packs, in row order (every
-// block builds the same list): fold = true, the rows whose plan flushes;
-// otherwise every row with a valid slot.
-__device__ int window_rows(const DualPackParams& d, int64_t w0, int* rows, int* wcount) {
-  const Params& p = d.m;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  int count = 0;
-  for (int64_t base = w0; base < min(p.B, w0 + PACK_WINDOW); base += KERNEL_THREADS) {
-    const int64_t b = base + tid;
-    bool take = false;
-    if (b < min(p.B, w0 + PACK_WINDOW)) {
-      const int64_t slot = row_slot(p, b);
-      int32_t bits = 0;
-      if (check_slot(p, slot, &bits) == ROW_OK) {
-        if (d.fold) {
-          const int64_t acc = p.acc ? cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s) : 0;
-          StepPlan plan;
-          take = plan_from_cursor(p, load_cursor(p, slot), acc, &plan, &bits) == ROW_OK && plan.flush;
-        } else {
-          take = true;
-        }
-      }
-    }
-    const unsigned m = __ballot_sync(0xffffffffu, take);
-    if (lane == 0) wcount[warp] = __popc(m);
-    __syncthreads();
-    int off = count, total = count;
-    for (int w = 0; w < KERNEL_WARPS; ++w) {
-      off += w < warp ? wcount[w] : 0;
-      total += wcount[w];
-    }
-    if (take) rows[off + __popc(m & ((1u << lane) - 1u))] = int(b - w0);
-    __syncthreads();
-    count = total;
-  }
-  return count;
-}
-
-// Blocks walk the (row, head) tiles of the rows to pack, PACK_WINDOW rows at
-// a time (grid-stride over tiles).
+// Four state elements n0 .. n0+3 of a row as raw bits (element e in bits
+// 32e (f32) or 16e (16-bit) of the words), zero past N.
 template <DType SD>
-__global__ void __launch_bounds__(KERNEL_THREADS) mamba2_dual_pack_kernel(const DualPackParams d) {
+struct Quad {
   using st_t = typename Traits<SD>::type;
-  constexpr int VEC = VecOf<SD>::value;
-  constexpr int U = 4;  // 16-byte state vectors in flight per thread
+  static constexpr int W = int(sizeof(st_t));  // 32-bit words per 4 elements
+  __device__ __forceinline__ static void load(const st_t* row, int n0, int N, bool vec, bool streaming,
+                                              uint32_t (&w)[W]) {
+    if (vec && n0 + 4 <= N) {
+      if constexpr (W == 4) {
+        const uint4* q = reinterpret_cast<const uint4*>(row + n0);
+        const uint4 r = streaming ? __ldcs(q) : *q;
+        w[0] = r.x, w[1] = r.y, w[2] = r.z, w[3] = r.w;
+      } else {
+        const uint2* q = reinterpret_cast<const uint2*>(row + n0);
+        const uint2 r = streaming ? __ldcs(q) : *q;
+        w[0] = r.x, w[1] = r.y;
+      }
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < W; ++i) w[i] = 0u;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (n0 + e >= N) break;
+      if constexpr (W == 4) w[e] = reinterpret_cast<const uint32_t*>(row)[n0 + e];
+      else w[e / 2] |= uint32_t(reinterpret_cast<const uint16_t*>(row)[n0 + e]) << (16 * (e % 2));
+    }
+  }
+  __device__ __forceinline__ static void widen(const uint32_t (&w)[W], float (&v)[4]) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (SD == DType::f32) v[e] = __uint_as_float(w[e]);
+      else if constexpr (SD == DType::bf16) v[e] = __uint_as_float(e % 2 ? w[e / 2] & 0xffff0000u : w[e / 2] << 16);
+      else v[e] = half_bits_to_float(e % 2 ? w[e / 2] >> 16 : w[e / 2] & 0xffffu);
+    }
+  }
+  __device__ __forceinline__ static uint32_t bits(float v) {
+    if constexpr (SD == DType::bf16) return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+    else return __half_as_ushort(__float2half_rn(v));
+  }
+  // v holds values already rounded to the state dtype.
+  __device__ __forceinline__ static void store(st_t* row, int n0, int N, bool vec, const float (&v)[4]) {
+    if (vec && n0 + 4 <= N) {
+      if constexpr (W == 4) {
+        __stcs(reinterpret_cast<uint4*>(row + n0),
+               make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3])));
+      } else {
+        __stcs(reinterpret_cast<uint2*>(row + n0), make_uint2(bits(v[0]) | (bits(v[1]) << 16), bits(v[2]) | (bits(v[3]) << 16)));
+      }
+      return;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (n0 + e < N) row[n0 + e] = Traits<SD>::store(v[e]);
+  }
+};
+
+// Stage the n records of (slot, head h) the item needs as fp32, the loads of
+// a round all in flight before any is stored: B_j [n][nb] (zero past N),
+// x_j[p0 + pp] [n][np], and δ_j [n] (warp 0 stores them and syncs; the
+// scan is warp 0's). Record j sits at ring position start + j (mod R, with
+// start < R and j < n <= L <= R: one conditional subtraction).
+template <DType RD>
+__device__ void stage_records(const Params& p, int64_t slot, int h, int start, int n, int p0, int np, int nb,
+                              float* Bs, float* xs, float* ds) {
+  constexpr int KB = 8, KX = 4;  // B and x loads per thread and round
+  using rt_t = typename Traits<RD>::type;
+  const rt_t* rB = static_cast<const rt_t*>(p.rB) + slot * p.rB_s + int64_t(h / p.hpg) * p.rB_g;
+  const rt_t* rx = static_cast<const rt_t*>(p.rx) + slot * p.rx_s + int64_t(h) * p.rx_h + p0;
+  const float* rdt = p.rdt + slot * p.rdt_s + h;
+  const int N = p.N, nB = n * nb, nX = n * np, sh = __ffs(nb) - 1;  // nb is a power of two
+  const int tid = threadIdx.x;
+  auto pos = [&](int j) {
+    const int q = start + j;
+    return int64_t(q >= p.R ? q - p.R : q);
+  };
+  const bool dt0 = tid < 32 && tid < n;
+  const float dv = dt0 ? rdt[pos(tid) * p.rdt_r] : 0.f;
+  for (int b0 = 0, x0 = 0; b0 < nB || x0 < nX; b0 += KB * KERNEL_THREADS, x0 += KX * KERNEL_THREADS) {
+    float bv[KB], xv[KX];
+#pragma unroll
+    for (int k = 0; k < KB; ++k) {
+      const int i = b0 + k * KERNEL_THREADS + tid, j = i >> sh, c = i & (nb - 1);
+      bv[k] = i < nB && c < N ? Traits<RD>::load(rB[pos(j) * p.rB_r + c]) : 0.f;
+    }
+#pragma unroll
+    for (int k = 0; k < KX; ++k) {
+      const int i = x0 + k * KERNEL_THREADS + tid, j = i / np;
+      xv[k] = i < nX ? Traits<RD>::load(rx[pos(j) * p.rx_r + (i - j * np)]) : 0.f;
+    }
+#pragma unroll
+    for (int k = 0; k < KB; ++k) {
+      const int i = b0 + k * KERNEL_THREADS + tid;
+      if (i < nB) Bs[i] = bv[k];
+    }
+#pragma unroll
+    for (int k = 0; k < KX; ++k) {
+      const int i = x0 + k * KERNEL_THREADS + tid;
+      if (i < nX) xs[i] = xv[k];
+    }
+  }
+  if (tid < 32) {
+    if (dt0) ds[tid] = dv;
+    for (int j = 32 + tid; j < n; j += 32) ds[j] = rdt[pos(j) * p.rdt_r];
+    __syncwarp();
+  }
+}
+
+// v[i] ← fd·v[i] + Σ_j w_j[pp_i]·B_j[c] for the thread's rows i < rt (FULL:
+// rt = RT_MAX), with the single-precision replay kernel's operations
+// (replay_pass: f *= fdec, then f = fmaf(1, f, w·B) for j = 0 .. n−1).
+// Row i of the thread is row min(r0 + i·rstep, np − 1) of w (the clamp keeps
+// rows past the item inside it; they are never stored).
+template <bool FULL>
+__device__ __forceinline__ void fold_rows(float (&v)[RT_MAX][4], int rt, int n, float fd, const float4* B4,
+                                          int nb4, const float* w, int np, int r0, int rstep) {
+#pragma unroll
+  for (int i = 0; i < RT_MAX; ++i) {
+    if (!FULL && i >= rt) continue;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[i][e] *= fd;
+  }
+#pragma unroll 2
+  for (int j = 0; j < n; ++j) {
+    const float4 b = B4[j * nb4];
+    const float* wj = w + j * np;
+#pragma unroll
+    for (int i = 0; i < RT_MAX; ++i) {
+      if (!FULL && i >= rt) continue;
+      const float c = wj[min(r0 + i * rstep, np - 1)];
+      v[i][0] = fmaf(1.f, v[i][0], c * b.x);
+      v[i][1] = fmaf(1.f, v[i][1], c * b.y);
+      v[i][2] = fmaf(1.f, v[i][2], c * b.z);
+      v[i][3] = fmaf(1.f, v[i][3], c * b.w);
+    }
+  }
+}
+
+// MULTI: an NVFP4 tile of more than RT_MAX rows per thread (several passes).
+template <DType SD, bool MULTI>
+__global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dual_pack_kernel(const DualPackParams d) {
+  using st_t = typename Traits<SD>::type;
+  using Q = Quad<SD>;
   const Params& p = d.m;
+  const PackGeom& g = d.g;
   extern __shared__ float4 smem4[];
-  const int P = p.P, N = p.N, L = d.fold ? p.L : 0, tid = threadIdx.x, lane = tid & 31;
-  float* tile = reinterpret_cast<float*>(smem4);  // [P][N]
-  float* xs = tile + P * N;                       // [L][P]
-  float* Bs = xs + L * P;                         // [L][N]
-  float* fw = Bs + L * N;                         // [L]
-  float* red = fw + L;                            // [32]; red[32] = fold decay
-  int* rows = reinterpret_cast<int*>(red + 40);   // [PACK_WINDOW]
-  int* wcount = rows + PACK_WINDOW;               // [KERNEL_WARPS]
-  const int nvr = (N + VEC - 1) / VEC, nvec = P * nvr;
+  const int P = p.P, N = p.N, L = d.fold ? p.L : 0, H = p.H;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  int64_t* lslot = reinterpret_cast<int64_t*>(smem4);                      // [PACK_WINDOW]
+  float* Bs = reinterpret_cast<float*>(lslot + PACK_WINDOW);              // [L][nb]
+  float* ws = Bs + L * g.nb;                                              // [L][P]
+  float* fw = ws + L * P;                                                 // [L]
+  float* ds = fw + L;                                                     // [L]
+  float* red = ds + L;                                                    // [40]
+  int* lstart = reinterpret_cast<int*>(red + 40);                         // [PACK_WINDOW]
+  int* lcount = lstart + PACK_WINDOW;                                     // [PACK_WINDOW]
+  int* wcount = lcount + PACK_WINDOW;                                     // [KERNEL_WARPS]
+  // this thread's place: virtual row tr of each block pass, chunk column c
+  const int lr = lane & (g.lpr - 1);
+  const int tr = warp * (32 / g.lpr) + lane / g.lpr;
+  const int c = (tr & (g.cb - 1)) * g.lpr + lr, n0 = 4 * c;
+  const bool colok = n0 < N;
+  const int prow = tr / g.cb, pstep = g.rp / g.cb;  // tile row of virtual row tr, rows per pass
+  const bool nvfp4 = d.format == ReadFormat::nvfp4;
   for (int64_t w0 = 0; w0 < p.B; w0 += PACK_WINDOW) {
-    const int count = window_rows(d, w0, rows, wcount);
-    for (int64_t item = blockIdx.x; item < int64_t(count) * p.H; item += gridDim.x) {
-      const int64_t b = w0 + rows[item / p.H];
-      const int h = int(item % p.H);
-      const int64_t slot = row_slot(p, b);
+    const int count = window_rows(d, w0, lslot, lstart, lcount, wcount);
+    if (count == 0) continue;
+    // items per tile: NVFP4 one (the tile scale); otherwise enough chunks of
+    // <= RT_MAX rows per thread to give every block an item where possible
+    int nch = 1, rt = g.rt;
+    if (!nvfp4) {
+      const int64_t tiles = int64_t(count) * H;
+      const int64_t spread = (int64_t(gridDim.x) + tiles - 1) / tiles;
+      const int want = spread < g.rt ? int(spread) : g.rt;
+      nch = max((g.rt + RT_MAX - 1) / RT_MAX, want);
+      rt = (g.rt + nch - 1) / nch;
+      nch = (g.rt + rt - 1) / rt;
+    }
+    const int nsp = (rt + RT_MAX - 1) / RT_MAX;  // register passes of an item (> 1: NVFP4 only)
+    const int rts = (rt + nsp - 1) / nsp;        // rows per thread of a pass
+    const int64_t per_row = int64_t(H) * nch;
+    for (int64_t item = blockIdx.x; item < int64_t(count) * per_row; item += gridDim.x) {
+      const int li = int(item / per_row);
+      const int rem = int(item - li * per_row);
+      const int h = rem / nch, ch = rem - h * nch;
+      const int64_t slot = lslot[li];
+      const int n = d.fold ? lcount[li] : 0, start = lstart[li];
+      const int v0 = ch * rt * g.rp, v1 = min(g.vr, v0 + rt * g.rp);  // virtual rows of the item
+      const int p0 = v0 / g.cb, np = (v1 - v0 + g.cb - 1) / g.cb;     // tile rows of the item
       st_t* Sh = static_cast<st_t*>(p.state) + slot * p.st_s + int64_t(h) * p.st_h;
-      int n = 0, start = 0;
-      if (d.fold) {
-        const int64_t acc = p.acc ? cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s) : 0;
-        int32_t bits = 0;
-        StepPlan plan;
-        plan_from_cursor(p, load_cursor(p, slot), acc, &plan, &bits);  // flushes (listed)
-        n = plan.fold_count;
-        start = plan.fold_start;
-        const int g = h / p.hpg;
-        for (int i = tid; i < n * P; i += KERNEL_THREADS) {
-          const int j = i / P, pr = i - j * P;
-          xs[i] = cuda_util::load_any(p.rx, d.rec, slot * p.rx_s + int64_t(ring_pos(start, j, p.R)) * p.rx_r +
-                                                        int64_t(h) * p.rx_h + pr);
+      uint8_t* tile = d.copy + slot * d.cp_s + int64_t(h) * d.cp_h;
+      // rows of pass s: virtual rows v0 + tr + (s·rts + i)·rp, i < rts
+      // pass s: the thread's rows i < nok are item rows r0 + i·pstep (k = s·rts + i)
+      int r0 = 0, nok = 0;
+      auto place = [&](int s) {
+        const int kb = s * rts, left = v1 - v0 - tr - kb * g.rp;
+        r0 = prow + kb * pstep;
+        nok = colok && left > 0 ? min(min(rts, rt - kb), (left + g.rp - 1) / g.rp) : 0;
+      };
+      const int64_t rstride = int64_t(pstep) * p.st_p;  // elements between a thread's rows
+      auto row = [&](int i) { return Sh + int64_t(p0 + r0) * p.st_p + i * rstride; };
+      auto item_row = [&](int i) { return int64_t(p0 + r0 + i * pstep); };  // tile row
+      uint32_t raw[RT_MAX][Q::W];
+      auto load = [&](bool streaming) {
+#pragma unroll
+        for (int i = 0; i < RT_MAX; ++i) {
+          if (i < nok) {
+            Q::load(row(i), n0, N, d.vec_state, streaming, raw[i]);
+          } else {
+#pragma unroll
+            for (int k = 0; k < Q::W; ++k) raw[i][k] = 0u;
+          }
         }
-        for (int i = tid; i < n * N; i += KERNEL_THREADS) {
-          const int j = i / N, k = i - j * N;
-          Bs[i] = cuda_util::load_any(p.rB, d.rec, slot * p.rB_s + int64_t(ring_pos(start, j, p.R)) * p.rB_r +
-                                                        int64_t(g) * p.rB_g + k);
+      };
+      place(0);
+      load(true);  // in flight while the records are staged
+      if (n > 0) {
+        switch (d.rec) {
+          case DType::f32: stage_records<DType::f32>(p, slot, h, start, n, p0, np, g.nb, Bs, ws, ds); break;
+          case DType::f16: stage_records<DType::f16>(p, slot, h, start, n, p0, np, g.nb, Bs, ws, ds); break;
+          default: stage_records<DType::bf16>(p, slot, h, start, n, p0, np, g.nb, Bs, ws, ds); break;
         }
-        if (tid < 32) {  // fw_j = δ_j e^{A Σ_{j<i<n} δ_i}, fdec = e^{A Σ_{i<n} δ_i}
+        if (warp == 0) {  // fw_j = δ_j e^{A Σ_{j<i<n} δ_i}, fdec = e^{A Σ_{i<n} δ_i}
           const float A = A_of(p, h);
-          auto dl = [&](int j) { return p.rdt[slot * p.rdt_s + int64_t(ring_pos(start, j, p.R)) * p.rdt_r + h]; };
+          auto dl = [&](int j) { return ds[j]; };
           const float tot = suffix_scan(dl, 0, n - 1, lane, [&](int j, float s) { fw[j] = dl(j) * expf(A * s); });
           if (lane == 0) red[32] = expf(A * tot);
         }
         __syncthreads();
+        for (int i = tid; i < n * np; i += KERNEL_THREADS) ws[i] = fw[i / np] * ws[i];  // fw_j x_j[p]
+        __syncthreads();
       }
-      const float fd = d.fold ? red[32] : 1.f;
-      for (int base = tid; base < nvec; base += U * KERNEL_THREADS) {
-        float v[U][VEC];
+      const float fd = n > 0 ? red[32] : 1.f;
+      float v[RT_MAX][4];
+      // values of the pass in v: the checkpoint, folded and stored (fold)
+      auto fold_pass = [&]() {
 #pragma unroll
-        for (int u = 0; u < U; ++u) {  // issue every load first
-          const int i = base + u * KERNEL_THREADS, pr = i / nvr;
-          if (i < nvec) load_row_vec<SD>(Sh + int64_t(pr) * p.st_p, (i - pr * nvr) * VEC, N, v[u], true);
+        for (int i = 0; i < RT_MAX; ++i) Q::widen(raw[i], v[i]);
+        if (n == 0) return;
+        const float4* B4 = reinterpret_cast<const float4*>(Bs) + c;
+        if (rts == RT_MAX) fold_rows<true>(v, rts, n, fd, B4, g.nb / 4, ws, np, r0, pstep);
+        else fold_rows<false>(v, rts, n, fd, B4, g.nb / 4, ws, np, r0, pstep);
+#pragma unroll
+        for (int i = 0; i < RT_MAX; ++i) {
+          if (i >= nok) continue;
+          round_to_state<SD, 4>(v[i]);
+          Q::store(row(i), n0, N, d.vec_state, v[i]);
         }
+      };
+      auto pass_amax = [&](float amax) {
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int i = base + u * KERNEL_THREADS, pr = i / nvr, c = (i - pr * nvr) * VEC;
-          if (i >= nvec) continue;
-          if (d.fold) {
+        for (int i = 0; i < RT_MAX; ++i) {
+          if (i >= nok) continue;
 #pragma unroll
-            for (int e = 0; e < VEC; ++e) v[u][e] *= fd;
-            for (int j = 0; j < n; ++j) {
-              const float wx = fw[j] * xs[j * P + pr];
+          for (int e = 0; e < 4; ++e) amax = fmaxf(amax, quant::dev::finite_abs(v[i][e]));
+        }
+        return amax;
+      };
+      // NVFP4 blocks of 16 values (4 lanes) of the pass with tile scale t
+      auto nvfp4_pass = [&](float t) {
 #pragma unroll
-              for (int e = 0; e < VEC; ++e)
-                if (c + e < N) v[u][e] = fmaf(1.f, v[u][e], wx * Bs[j * N + c + e]);
-            }
-            round_to_state<SD, VEC>(v[u]);
-            store_row_vec<SD>(Sh + int64_t(pr) * p.st_p, c, N, v[u]);
+        for (int i = 0; i < RT_MAX; ++i) {
+          if (i >= rts) break;  // block-uniform (the shuffles need every lane)
+          float a = 0.f;
+          int finite = 1;
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float q = quant::dev::finite_abs(v[i][e]);
+            finite &= q >= 0.f ? 1 : 0;
+            a = fmaxf(a, q);
           }
+          a = group_max(a, 4);
+          finite = group_and(finite, 4);
+          uint8_t sc = 0x7F;  // a NaN or Inf poisons its block: scale NaN, codes 0
+          uint32_t w = 0u;
+          if (finite) {
+            sc = t > 0.f ? quant::dev::e4m3_encode(__fdiv_rn(a, __fmul_rn(6.f, t))) : uint8_t(0);
+            const float dd = __fmul_rn(quant::dev::e4m3_decode(sc), t);
+            const float rcp = dd > 0.f ? __fdiv_rn(1.f, dd) : 0.f;
 #pragma unroll
-          for (int e = 0; e < VEC; ++e)
-            if (c + e < N) tile[pr * N + c + e] = v[u][e];
+            for (int e = 0; e < 4; ++e) w |= quant::dev::e2m1_encode(__fmul_rn(v[i][e], rcp)) << (4 * e);
+          }
+          if (i < nok) {
+            const int64_t pr = item_row(i);
+            *reinterpret_cast<uint16_t*>(tile + pr * (N / 2) + n0 / 2) = uint16_t(w);
+            if ((c & 3) == 0) tile[d.scale_off + pr * (N / 16) + n0 / 16] = sc;
+          }
+        }
+      };
+      auto nvfp4_scale = [&](float amax) {
+        const float t = quant::dev::nvfp4_tensor_scale(block_max(amax, red));
+        if (tid == 0) *reinterpret_cast<float*>(tile + d.t_off) = t;
+        return t;
+      };
+      if constexpr (!MULTI) {  // nsp == 1
+        fold_pass();
+        if (nvfp4) {
+          nvfp4_pass(nvfp4_scale(pass_amax(0.f)));
+        } else {
+          // bf16 / f16 / fp8 rows, encoded where they are
+#pragma unroll
+          for (int i = 0; i < RT_MAX; ++i) {
+            if (i >= rts) break;  // block-uniform (the fp8 shuffles need every lane)
+            const int64_t pr = item_row(i);
+            if (d.format == ReadFormat::fp8_e4m3) {
+              float a = 0.f;
+#pragma unroll
+              for (int e = 0; e < 4; ++e) a = fmaxf(a, quant::dev::finite_abs(v[i][e]));
+              const int kx = quant::dev::fp8_block_exp(group_max(a, 8));
+              const float m = quant::dev::exp2i(-kx);
+              const uint32_t lo = quant::dev::e4m3x2_encode(__fmul_rn(v[i][0], m), __fmul_rn(v[i][1], m));
+              const uint32_t hi = quant::dev::e4m3x2_encode(__fmul_rn(v[i][2], m), __fmul_rn(v[i][3], m));
+              if (i < nok) {
+                *reinterpret_cast<uint32_t*>(tile + pr * N + n0) = lo | (hi << 16);
+                if ((c & 7) == 0) tile[d.scale_off + pr * (N / 32) + n0 / 32] = uint8_t(kx + 127);
+              }
+            } else if (i < nok) {
+              const bool bf = d.format == ReadFormat::bf16;
+              uint16_t q[4];
+#pragma unroll
+              for (int e = 0; e < 4; ++e)
+                q[e] = bf ? quant::dev::bf16_encode(v[i][e]) : quant::dev::f16_encode(v[i][e]);
+              uint16_t* codes = reinterpret_cast<uint16_t*>(tile) + pr * N;
+              if (N % 4 == 0) {
+                *reinterpret_cast<uint2*>(codes + n0) =
+                    make_uint2(uint32_t(q[0]) | (uint32_t(q[1]) << 16), uint32_t(q[2]) | (uint32_t(q[3]) << 16));
+              } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                  if (n0 + e < N) codes[n0 + e] = q[e];
+              }
+            }
+          }
+        }
+      } else {  // NVFP4 tile of several passes: fold and store, then re-read (own stores)
+        float amax = 0.f;
+        for (int s = 0; s < nsp; ++s) {
+          if (s > 0) {
+            place(s);
+            load(false);
+          }
+          fold_pass();
+          amax = pass_amax(amax);
+        }
+        const float t = nvfp4_scale(amax);
+        for (int s = 0; s < nsp; ++s) {
+          place(s);
+          load(false);
+#pragma unroll
+          for (int i = 0; i < RT_MAX; ++i) Q::widen(raw[i], v[i]);
+          nvfp4_pass(t);
         }
       }
-      __syncthreads();
-      pack_tile(d, tile, d.copy + slot * d.cp_s + int64_t(h) * d.cp_h, red);
-      __syncthreads();
+      if (ch == 0) {
+#pragma unroll
+        for (int k = 0; k < 3; ++k)
+          for (int64_t b = d.gaps.begin[k] + tid; b < d.gaps.end[k]; b += KERNEL_THREADS) tile[b] = 0;
+      }
+      __syncthreads();  // staged records and red are reused by the next item
     }
   }
 }
 
-template <DType SD>
+template <DType SD, bool MULTI>
 void run_pack(const DualPackParams& d, unsigned grid, size_t smem, cudaStream_t stream, const char* fn) {
   static std::atomic<size_t> raised{48 * 1024};
   if (smem > raised.load()) {
-    cuda_util::check(cudaFuncSetAttribute(mamba2_dual_pack_kernel<SD>,
+    cuda_util::check(cudaFuncSetAttribute(mamba2_dual_pack_kernel<SD, MULTI>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                      fn, "shared memory size");
     raised.store(smem);
   }
-  mamba2_dual_pack_kernel<SD><<<grid, KERNEL_THREADS, smem, stream>>>(d);
+  mamba2_dual_pack_kernel<SD, MULTI><<<grid, KERNEL_THREADS, smem, stream>>>(d);
   cuda_util::check_launch(fn);
+}
+template <DType SD>
+void run_pack(const DualPackParams& d, unsigned grid, size_t smem, cudaStream_t stream, const char* fn) {
+  if (d.format == ReadFormat::nvfp4 && d.g.rt > RT_MAX) return run_pack<SD, true>(d, grid, smem, stream, fn);
+  run_pack<SD, false>(d, grid, smem, stream, fn);
 }
 
 }  // namespace
@@ -276,14 +576,19 @@ void launch_dual_pack(const char* fn, const Params& p, const Tensor& read_copy, 
   d.t_off = lay.tensor_scale_offset;
   d.gaps = quant::padding_gaps(lay);
   d.fold = fold;
-  const int64_t smem = 4 * dual_pack_smem_words(p.P, p.N, fold ? p.L : 0);
+  d.g = pack_geom(p.P, p.N);
+  check::require(d.g.cb <= 8, fn, "pool.state",
+                 "the dual-precision pack handles d_state N up to 1024, got N = " + std::to_string(p.N));
+  const int64_t es = int64_t(dtype_size(state)), qb = 4 * es;  // bytes of 4 state elements
+  d.vec_state = reinterpret_cast<uintptr_t>(p.state) % qb == 0 && (p.st_s * es) % qb == 0 &&
+                (p.st_h * es) % qb == 0 && (p.st_p * es) % qb == 0;
+  const int64_t smem = dual_pack_smem_bytes(d.g, p.P, fold ? p.L : 0);
   check::require(smem <= smem_optin, fn, "pool.read_copy",
-                 "the dual-precision pack stages a whole [P, N] tile (" + std::to_string(smem) +
+                 "the dual-precision pack stages the records of a tile (" + std::to_string(smem) +
                      " bytes of shared memory), the device offers " + std::to_string(smem_optin));
-  // As many resident blocks as shared memory allows (at most 8 per SM); the
-  // blocks walk the tiles of the rows that pack.
-  const int per_sm = int(std::clamp<int64_t>(smem_per_sm / (smem + 1024), 1, 8));
-  const unsigned grid = unsigned(std::clamp<int64_t>(p.B * p.H, 1, int64_t(per_sm) * sms));
+  // One wave of resident blocks; they walk the items of the rows that pack.
+  const int per_sm = int(std::clamp<int64_t>(smem_per_sm / (smem + 1024), 1, PACK_BLOCKS_PER_SM));
+  const unsigned grid = unsigned(std::clamp<int64_t>(p.B * p.H * d.g.rt, 1, int64_t(per_sm) * sms));
   switch (state) {
     case DType::f32: return run_pack<DType::f32>(d, grid, size_t(smem), stream, fn);
     case DType::f16: return run_pack<DType::f16>(d, grid, size_t(smem), stream, fn);
