@@ -347,7 +347,9 @@ __global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
       }
       const float* wk = W + ((KDA ? 0 : hvl) * T + t) * 2 * NM;
       const float* wq = wk + NM;
-      for (int j = j_lo + lane; j < m; j += lpr) {
+      // A row past the block's rows (uniform in its lane group) reads no
+      // history: its clamped index rc = 0 names a row that other warps write.
+      for (int j = j_lo + lane, je = valid ? m : j_lo; j < je; j += lpr) {
         const float dj = DT[j * RBM + rc];
         pk += wk[j] * dj;
         pq += wq[j] * dj;
