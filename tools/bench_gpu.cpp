@@ -455,60 +455,42 @@ int run(int argc, char** argv) {
               finish(snap);
             });
           }
-          for (int64_t L : want_replay ? o.Ls : std::vector<int64_t>{}) {
-            if (L < T) continue;
-            if (o.budget_s > 0 && elapsed() > o.budget_s) { ++skipped; continue; }
-            guarded("replay T=" + std::to_string(T) + " L=" + std::to_string(L), [&] {
-              Row r = proto;
-              r.mode = "replay_spec";
-              r.L = L;
-              r.flush_layout = "spread";
-              r.record = dtype_label(c->record_dtype());
-              r.records = c->record_desc();
-              c->prepare_spec(L, o.seed + uint64_t(L));
-              const FlushStats fs = c->simulate_spec(spec_steps, 4);
-              r.flush_share = fs.flush_share;
-              r.flush_peak = fs.flush_peak;
-              r.hist_mean = fs.hist_mean;
-              r.bytes = spec_replay_bytes_per_step(bm, fs, B, T);
-              r.mem_bytes_per_row = c->replay_mem_bytes_per_row();
-              r.model_speedup = snapshot_bytes_per_step(bm, B, T) / r.bytes;
-              r.timing = time_steps([&](int64_t i) { c->step_spec(true, i % nsets, i, exec); }, spec_steps,
-                                    stream, exec, o.target_ms);
-              r.us = r.timing.us_per_step;
-              if (snap.us > 0) r.speedup = snap.us / r.us;
-              finish(r);
-            });
-          }
-          for (ReadFormat f : want_dual ? reads : std::vector<ReadFormat>{}) {
+          // replay_spec, or dual_spec while a read copy is bound.
+          auto spec_row = [&](int64_t L) {
+            const bool dual = c->has_copy;
+            const ByteModel m = c->bytes();
+            Row r = proto;
+            r.mode = dual ? "dual_spec" : "replay_spec";
+            if (dual) r.read = format_label(c->read_format);
+            r.L = L;
+            r.flush_layout = "spread";
+            r.record = dtype_label(c->record_dtype());
+            r.records = c->record_desc();
+            c->prepare_spec(L, o.seed + uint64_t(L));
+            const FlushStats fs = c->simulate_spec(spec_steps, 4);
+            r.flush_share = fs.flush_share;
+            r.flush_peak = fs.flush_peak;
+            r.hist_mean = fs.hist_mean;
+            r.bytes = dual ? dual_bytes_per_step(m, fs, B, T) : spec_replay_bytes_per_step(m, fs, B, T);
+            r.mem_bytes_per_row = dual ? c->dual_mem_bytes_per_row() : c->replay_mem_bytes_per_row();
+            r.model_speedup = snapshot_bytes_per_step(bm, B, T) / r.bytes;
+            r.timing = time_steps([&](int64_t i) { c->step_spec(true, i % nsets, i, exec); }, spec_steps,
+                                  stream, exec, o.target_ms);
+            r.us = r.timing.us_per_step;
+            if (snap.us > 0) r.speedup = snap.us / r.us;
+            finish(r);
+          };
+          auto spec_rows = [&](const std::string& what) {
             for (int64_t L : o.Ls) {
               if (L < T) continue;
               if (o.budget_s > 0 && elapsed() > o.budget_s) { ++skipped; continue; }
-              guarded(std::string("dual_spec ") + format_label(f) + " T=" + std::to_string(T) + " L=" + std::to_string(L), [&] {
-                c->set_read_copy(f);
-                const ByteModel dm = c->bytes();
-                Row r = proto;
-                r.mode = "dual_spec";
-                r.read = format_label(f);
-                r.L = L;
-                r.flush_layout = "spread";
-                r.record = dtype_label(c->record_dtype());
-                r.records = c->record_desc();
-                c->prepare_spec(L, o.seed + uint64_t(L));
-                const FlushStats fs = c->simulate_spec(spec_steps, 4);
-                r.flush_share = fs.flush_share;
-                r.flush_peak = fs.flush_peak;
-                r.hist_mean = fs.hist_mean;
-                r.bytes = dual_bytes_per_step(dm, fs, B, T);
-                r.mem_bytes_per_row = c->dual_mem_bytes_per_row();
-                r.model_speedup = snapshot_bytes_per_step(bm, B, T) / r.bytes;
-                r.timing = time_steps([&](int64_t i) { c->step_spec(true, i % nsets, i, exec); }, spec_steps,
-                                      stream, exec, o.target_ms);
-                r.us = r.timing.us_per_step;
-                if (snap.us > 0) r.speedup = snap.us / r.us;
-                finish(r);
-              });
+              guarded(what + " T=" + std::to_string(T) + " L=" + std::to_string(L), [&] { spec_row(L); });
             }
+          };
+          if (want_replay) spec_rows("replay");
+          for (ReadFormat f : want_dual ? reads : std::vector<ReadFormat>{}) {
+            if (!guarded(std::string("read copy ") + format_label(f), [&] { c->set_read_copy(f); })) continue;
+            spec_rows(std::string("dual_spec ") + format_label(f));
             c->clear_read_copy();
           }
           continue;
@@ -528,55 +510,30 @@ int run(int argc, char** argv) {
             finish(base);
           });
         }
-        for (int64_t L : want_replay ? o.Ls : std::vector<int64_t>{}) {
-          if (o.budget_s > 0 && elapsed() > o.budget_s) { ++skipped; continue; }
-          guarded("replay L=" + std::to_string(L), [&] {
-            Row r = proto;
-            r.mode = "replay";
-            r.L = L;
-            r.flush_layout = aligned ? "aligned" : "spread";
-            r.record = dtype_label(c->record_dtype());
-            r.records = c->record_desc();
-            c->prepare_replay(L, aligned, o.seed + uint64_t(L));
-            // Whole flush cycles for every slot: nsets·L·k steps, k >= 1, >= 32 steps.
-            const int64_t cycle = nsets * L;
-            const int64_t steps = cycle * std::max<int64_t>(1, (32 + cycle - 1) / cycle);
-            const FlushStats fs = c->simulate(steps);
-            r.flush_share = fs.flush_share;
-            r.flush_peak = fs.flush_peak;
-            r.hist_mean = fs.hist_mean;
-            r.bytes = replay_bytes_per_step(bm, fs, B);
-            r.mem_bytes_per_row = c->replay_mem_bytes_per_row();
-            r.model_speedup = base_bytes / r.bytes;
-            r.timing = time_steps([&](int64_t i) { c->step(true, i % nsets, exec); }, steps, stream, exec, o.target_ms);
-            r.us = r.timing.us_per_step;
-            if (base.us > 0) r.speedup = base.us / r.us;
-            finish(r);
-          });
-        }
-        // Dual precision (replay on a read copy) and shared mode, per format.
-        for (ReadFormat f : reads) {
-          if (!guarded(std::string("read copy ") + format_label(f), [&] { c->set_read_copy(f); })) continue;
-          const ByteModel dm = c->bytes();
-          for (int64_t L : want_dual ? o.Ls : std::vector<int64_t>{}) {
+        // replay, or dual while a read copy is bound: one row per L.
+        auto replay_rows = [&](const std::string& what) {
+          const bool dual = c->has_copy;
+          const ByteModel m = c->bytes();
+          for (int64_t L : o.Ls) {
             if (o.budget_s > 0 && elapsed() > o.budget_s) { ++skipped; continue; }
-            guarded(std::string("dual ") + format_label(f) + " L=" + std::to_string(L), [&] {
+            guarded(what + " L=" + std::to_string(L), [&] {
               Row r = proto;
-              r.mode = "dual";
-              r.read = format_label(f);
+              r.mode = dual ? "dual" : "replay";
+              if (dual) r.read = format_label(c->read_format);
               r.L = L;
               r.flush_layout = aligned ? "aligned" : "spread";
               r.record = dtype_label(c->record_dtype());
               r.records = c->record_desc();
               c->prepare_replay(L, aligned, o.seed + uint64_t(L));
+              // Whole flush cycles for every slot: nsets·L·k steps, k >= 1, >= 32 steps.
               const int64_t cycle = nsets * L;
               const int64_t steps = cycle * std::max<int64_t>(1, (32 + cycle - 1) / cycle);
               const FlushStats fs = c->simulate(steps);
               r.flush_share = fs.flush_share;
               r.flush_peak = fs.flush_peak;
               r.hist_mean = fs.hist_mean;
-              r.bytes = dual_bytes_per_step(dm, fs, B, 1);
-              r.mem_bytes_per_row = c->dual_mem_bytes_per_row();
+              r.bytes = dual ? dual_bytes_per_step(m, fs, B, 1) : replay_bytes_per_step(m, fs, B);
+              r.mem_bytes_per_row = dual ? c->dual_mem_bytes_per_row() : c->replay_mem_bytes_per_row();
               r.model_speedup = base_bytes / r.bytes;
               r.timing = time_steps([&](int64_t i) { c->step(true, i % nsets, exec); }, steps, stream, exec, o.target_ms);
               r.us = r.timing.us_per_step;
@@ -584,6 +541,13 @@ int run(int argc, char** argv) {
               finish(r);
             });
           }
+        };
+        if (want_replay) replay_rows("replay");
+        // Dual precision (replay on a read copy) and shared mode, per format.
+        for (ReadFormat f : reads) {
+          if (!guarded(std::string("read copy ") + format_label(f), [&] { c->set_read_copy(f); })) continue;
+          const ByteModel dm = c->bytes();
+          if (want_dual) replay_rows(std::string("dual ") + format_label(f));
           if (want_shared && (o.budget_s <= 0 || elapsed() <= o.budget_s)) {
             guarded(std::string("shared ") + format_label(f), [&] {
               Row r = proto;
