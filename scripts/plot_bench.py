@@ -5,8 +5,8 @@
   python3 scripts/plot_bench.py bench/results/RUN.jsonl [more.jsonl ...]
       [--out bench.png] [--L 16] [--state fp32,bf16] [--family gdn]
 
-Each panel has one line per (mode, state dtype) at the chosen L (baseline rows
-have no L), log-log axes, and the bandwidth floor (modelled bytes / copy
+Each panel has one line per (mode, state dtype, read format) at the chosen L
+(baseline and shared rows have no L), log-log axes, and the bandwidth floor (modelled bytes / copy
 bandwidth) of the replay rows as a dotted line.
 """
 import argparse
@@ -43,7 +43,7 @@ def main():
             continue
         if fams is not None and r.get("family") not in fams:
             continue
-        if r.get("mode") != "baseline" and r.get("L") != a.L:
+        if r.get("mode") not in ("baseline", "shared") and r.get("L") != a.L:
             continue
         last[tuple(r.get(k) for k in KEY)] = r
     rows = list(last.values())
@@ -58,10 +58,13 @@ def main():
     styles = {"baseline": "-o", "replay": "-s"}
     for ax, (family, shape) in zip(axes.flat, panels):
         sel = [r for r in rows if r["family"] == family and r["shape"] == shape]
-        for mode, state in sorted({(r["mode"], r["state_dtype"]) for r in sel}):
+        for mode, state, read in sorted({(r["mode"], r["state_dtype"], r.get("read_dtype", r["state_dtype"]))
+                                         for r in sel}):
             pts = sorted((r["batch"], r["us_per_step"], r.get("floor_us")) for r in sel
-                         if r["mode"] == mode and r["state_dtype"] == state)
-            label = f"{mode} {state}" + (f" L={a.L}" if mode != "baseline" else "")
+                         if r["mode"] == mode and r["state_dtype"] == state
+                         and r.get("read_dtype", state) == read)
+            label = f"{mode} {state}" + (f" reads {read}" if read != state else "") + \
+                (f" L={a.L}" if mode not in ("baseline", "shared") else "")
             line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], styles.get(mode, "-^"),
                             label=label, markersize=4)
             if mode == "replay" and all(p[2] for p in pts):
