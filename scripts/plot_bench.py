@@ -3,7 +3,7 @@
 (family, shape). Needs matplotlib; without it, prints a message and exits 0.
 
   python3 scripts/plot_bench.py bench/results/RUN.jsonl [more.jsonl ...]
-      [--out bench.png] [--L 16] [--state fp32,bf16] [--family gdn]
+      [--out bench.png] [--L 16] [--T 1] [--state fp32,bf16] [--family gdn]
 
 Each panel has one line per (mode, state dtype, read format) at the chosen L
 (baseline and shared rows have no L), log-log axes, and the bandwidth floor (modelled bytes / copy
@@ -25,6 +25,7 @@ def main():
     ap.add_argument("--L", type=int, default=16)
     ap.add_argument("--state", default=None, help="comma list of state dtypes (default: all)")
     ap.add_argument("--family", default=None)
+    ap.add_argument("--T", type=int, default=1, help="tokens per row of the plotted rows (default 1)")
     a = ap.parse_args()
     try:
         import matplotlib
@@ -43,7 +44,9 @@ def main():
             continue
         if fams is not None and r.get("family") not in fams:
             continue
-        if r.get("mode") not in ("baseline", "shared") and r.get("L") != a.L:
+        if r.get("T", 1) != a.T:
+            continue
+        if r.get("mode") not in ("baseline", "snapshot_spec", "shared") and r.get("L") != a.L:
             continue
         last[tuple(r.get(k) for k in KEY)] = r
     rows = list(last.values())
@@ -64,10 +67,10 @@ def main():
                          if r["mode"] == mode and r["state_dtype"] == state
                          and r.get("read_dtype", state) == read)
             label = f"{mode} {state}" + (f" reads {read}" if read != state else "") + \
-                (f" L={a.L}" if mode not in ("baseline", "shared") else "")
+                (f" L={a.L}" if mode not in ("baseline", "snapshot_spec", "shared") else "")
             line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], styles.get(mode, "-^"),
                             label=label, markersize=4)
-            if mode == "replay" and all(p[2] for p in pts):
+            if mode in ("replay", "replay_spec") and all(p[2] for p in pts):
                 ax.plot([p[0] for p in pts], [p[2] for p in pts], ":", color=line.get_color(),
                         label=f"floor {state}")
         ax.set_xscale("log", base=2)
@@ -80,7 +83,8 @@ def main():
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     devices = sorted({str(r.get("device")) for r in rows})
-    fig.suptitle(f"decode step time, {', '.join(devices)} (median of CUDA graph replays)", fontsize=10)
+    what = "decode step time" if a.T == 1 else f"speculative step time, T = {a.T}"
+    fig.suptitle(f"{what}, {', '.join(devices)} (median of CUDA graph replays)", fontsize=10)
     fig.tight_layout()
     fig.savefig(a.out, dpi=130)
     print(f"wrote {a.out}")
