@@ -210,6 +210,23 @@ void launch_cursor(const CursorArgs& a, const Exec& exec) {
   delta_cursor_kernel<<<unsigned((a.n + threads - 1) / threads), threads, 0, cuda_util::stream_of(exec)>>>(a);
 }
 
+// The cursor kernel alone for an operation on the batch's slots (prefill,
+// flush, commit; acc: the commit's accepted counts, else undefined).
+void run_cursor_op(const char* fn, int op, const DeltaPool& pool, const Tensor& slot, int64_t pad,
+                   const Tensor& acc, const Dims& d, const Exec& exec) {
+  CursorArgs c;
+  c.rings = rings_of(pool, d);
+  c.slot = index_of(slot);
+  c.pad = pad;
+  c.S = d.S;
+  c.acc = index_of(acc);
+  c.op = op;
+  c.n = int(d.B);
+  c.status = exec.device_status;
+  launch_cursor(c, exec);
+  cuda_util::check_launch(fn);
+}
+
 // Baseline recurrence launch (decode, snapshot, prefill).
 void run_recurrent(const char* fn, RecArgs& a, const Tensor& state, const Dims& d, int64_t rows,
                    const Exec& exec) {
@@ -239,6 +256,8 @@ void run_recurrent(const char* fn, RecArgs& a, const Tensor& state, const Dims& 
 }
 
 }  // namespace
+
+TokenArgs step_tokens(const DeltaStep& step, const Dims& d) { return tokens_of(step, d); }
 
 void decode(const DeltaStep& step, const Tensor& state, const Dims& d, const Exec& exec) {
   const char* fn = "delta_decode";
@@ -287,18 +306,7 @@ void prefill(const DeltaPrefill& p, const DeltaPool& pool, const Dims& d, const 
   if (pool.ring_d.defined() && p.initial.defined()) a.rings = rings_of(pool, d);
   a.tc = REC_TOKEN_CHUNK;
   run_recurrent(fn, a, pool.state, d, d.B, exec);
-  if (pool.cursor.defined()) {
-    CursorArgs c;
-    c.rings = rings_of(pool, d);
-    c.slot = a.slot;
-    c.pad = a.pad;
-    c.S = d.S;
-    c.op = CUR_PREFILL;
-    c.n = int(d.B);
-    c.status = exec.device_status;
-    launch_cursor(c, exec);
-    cuda_util::check_launch(fn);
-  }
+  if (pool.cursor.defined()) run_cursor_op(fn, CUR_PREFILL, pool, p.slot, p.pad_slot_id, Tensor{}, d, exec);
 }
 
 namespace {
@@ -513,18 +521,7 @@ void dual_prefill(const DeltaPrefill& p, const DeltaPool& pool, const QuantLayou
   sp.state = pool.state;
   sp.L = pool.L;
   prefill(p, sp, d, exec);
-  if (pool.cursor.defined()) {
-    CursorArgs c;
-    c.rings = rings_of(pool, d);
-    c.slot = index_of(p.slot);
-    c.pad = p.pad_slot_id;
-    c.S = d.S;
-    c.op = CUR_PREFILL;
-    c.n = int(d.B);
-    c.status = exec.device_status;
-    launch_cursor(c, exec);
-    cuda_util::check_launch(fn);
-  }
+  if (pool.cursor.defined()) run_cursor_op(fn, CUR_PREFILL, pool, p.slot, p.pad_slot_id, Tensor{}, d, exec);
   run_dual_fold(fn, DUAL_PACK, pool, lay, p.slot, p.pad_slot_id, Tensor{}, Tensor{}, nullptr, 0, d, exec);
 }
 
@@ -540,16 +537,7 @@ void dual_flush(const DeltaPool& pool, const QuantLayout& lay, const Tensor& slo
   const char* fn = "delta_flush";
   cuda_util::require_supported_device(fn);
   run_dual_fold(fn, DUAL_FLUSH, pool, lay, slot, pad, Tensor{}, Tensor{}, nullptr, 0, d, exec);
-  CursorArgs c;
-  c.rings = rings_of(pool, d);
-  c.slot = index_of(slot);
-  c.pad = pad;
-  c.S = d.S;
-  c.op = CUR_FLUSH;
-  c.n = int(d.B);
-  c.status = exec.device_status;
-  launch_cursor(c, exec);
-  cuda_util::check_launch(fn);
+  run_cursor_op(fn, CUR_FLUSH, pool, slot, pad, Tensor{}, d, exec);
 }
 
 void dual_pack(const DeltaPool& pool, const QuantLayout& lay, const Tensor& slot, int64_t pad, const Dims& d,
@@ -563,17 +551,7 @@ void commit(const DeltaPool& pool, const Tensor& slot, int64_t pad, const Tensor
             const Dims& d, const Exec& exec) {
   const char* fn = "delta_commit";
   cuda_util::require_supported_device(fn);
-  CursorArgs c;
-  c.rings = rings_of(pool, d);
-  c.slot = index_of(slot);
-  c.pad = pad;
-  c.S = d.S;
-  c.acc = index_of(num_accepted);
-  c.op = CUR_COMMIT;
-  c.n = int(d.B);
-  c.status = exec.device_status;
-  launch_cursor(c, exec);
-  cuda_util::check_launch(fn);
+  run_cursor_op(fn, CUR_COMMIT, pool, slot, pad, num_accepted, d, exec);
 }
 
 namespace {
@@ -618,16 +596,7 @@ void flush(const DeltaPool& pool, const Tensor& slot, int64_t pad, const Dims& d
   const char* fn = "delta_flush";
   cuda_util::require_supported_device(fn);
   run_fold(fn, pool, slot, pad, nullptr, d, exec);
-  CursorArgs c;
-  c.rings = rings_of(pool, d);
-  c.slot = index_of(slot);
-  c.pad = pad;
-  c.S = d.S;
-  c.op = CUR_FLUSH;
-  c.n = int(d.B);
-  c.status = exec.device_status;
-  launch_cursor(c, exec);
-  cuda_util::check_launch(fn);
+  run_cursor_op(fn, CUR_FLUSH, pool, slot, pad, Tensor{}, d, exec);
 }
 
 }  // namespace replayssm::delta::cuda

@@ -9,7 +9,6 @@
 // slot·HV + hv). A warp owns a state row v, its lanes 4-value chunks along K.
 // Stream-ordered, no allocation, no host synchronisation.
 #include <climits>
-#include <cmath>
 #include <string>
 
 #include "core/check.h"
@@ -164,10 +163,6 @@ void launch(const TokenArgs& in, const SharedArgs& e, unsigned grid, size_t smem
   cuda_util::check_launch(fn);
 }
 
-Act act_of(const Tensor& t) {
-  return Act{t.data, t.dtype, t.stride[0], t.stride[1], t.ndim > 2 ? t.stride[2] : 0};
-}
-
 }  // namespace
 }  // namespace cuda_impl
 
@@ -193,31 +188,7 @@ void cuda::decode_shared(const DeltaStep& step, const Tensor& packed_state, cons
                      "), the device offers " + std::to_string(optin));
   if (d.B == 0) return;
 
-  // Token inputs as launch.cu's tokens_of for steps [B, T, ...].
-  TokenArgs in;
-  in.q = act_of(step.q);
-  in.k = act_of(step.k);
-  in.v = act_of(step.v);
-  in.g = act_of(step.g);
-  in.beta = act_of(step.beta);
-  in.o = Out{step.o.data, step.o.dtype, step.o.stride[0], step.o.stride[1], step.o.stride[2]};
-  in.raw_gate = step.gating.raw_gate;
-  in.raw_beta = step.gating.raw_beta;
-  in.l2norm = step.gating.l2norm_qk;
-  in.q_scale = step.gating.q_scale != 0.f ? step.gating.q_scale : float(1.0 / std::sqrt(double(d.K)));
-  if (step.gating.raw_gate) {
-    in.A_log = static_cast<const float*>(step.A_log.data);
-    in.sA = step.A_log.stride[0];
-    if (step.dt_bias.defined()) {
-      in.dt_bias = static_cast<const float*>(step.dt_bias.data);
-      in.sdb = step.dt_bias.stride[0];
-    }
-  }
-  in.H = int(d.H);
-  in.HV = int(d.HV);
-  in.G = int(d.HV / d.H);
-  in.K = int(d.K);
-  in.V = int(d.V);
+  const TokenArgs in = cuda::step_tokens(step, d);
 
   SharedArgs e;
   e.slot = Index{step.slot.data, step.slot.dtype, step.slot.stride[0], 0};

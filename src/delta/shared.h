@@ -2,6 +2,7 @@
 // backend: the validation hook of api.cpp and the launcher of shared.cu.
 #pragma once
 #include "delta/backend.h"
+#include "delta/params.h"
 #include "replayssm/dual.h"
 
 namespace replayssm::delta {
@@ -18,6 +19,9 @@ namespace cuda {
 // STATUS_BAD_SLOT through exec.device_status.
 void decode_shared(const DeltaStep& step, const Tensor& packed_state, const QuantLayout& L,
                    const QuantRounding& rounding, const Dims& d, const Exec& exec);
+// The token inputs of a step [B, T, ...] as every delta kernel takes them
+// (launch.cu).
+cuda_impl::TokenArgs step_tokens(const DeltaStep& step, const Dims& d);
 }  // namespace cuda
 
 }  // namespace replayssm::delta

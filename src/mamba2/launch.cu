@@ -14,6 +14,57 @@
 #include "mamba2/launchers.cuh"
 
 namespace replayssm::mamba2::cuda {
+
+void set_dims(kern::Params& p, const Dims& d) {
+  p.B = d.B;
+  p.S = d.S;
+  p.T = int(d.T);
+  p.H = int(d.H);
+  p.P = int(d.P);
+  p.N = int(d.N);
+  p.G = int(d.G > 0 ? d.G : 1);  // baseline pools have no groups to stage
+  p.hpg = p.H / p.G;
+  p.L = int(d.L);
+  p.R = int(d.R);
+  p.tokens = d.tokens;
+}
+
+void set_params(kern::Params& p, const Tensor& A, const Tensor& dt_bias, const Tensor& D,
+                bool dt_softplus) {
+  p.A = static_cast<const float*>(A.data);
+  p.A_s = A.stride[0];
+  if (dt_bias.defined()) {
+    p.dt_bias = static_cast<const float*>(dt_bias.data);
+    p.dtb_s = dt_bias.stride[0];
+  }
+  if (D.defined()) {
+    p.D = static_cast<const float*>(D.data);
+    p.D_s = D.stride[0];
+  }
+  p.dt_softplus = dt_softplus;
+}
+
+// Step tensors [B, T, ...].
+void set_step(kern::Params& p, const Mamba2Step& s) {
+  p.x = s.x.data; p.x_b = s.x.stride[0]; p.x_t = s.x.stride[1]; p.x_h = s.x.stride[2];
+  p.dt = s.dt.data; p.dt_dtype = s.dt.dtype; p.dt_b = s.dt.stride[0]; p.dt_t = s.dt.stride[1];
+  p.Bm = s.Bm.data; p.B_b = s.Bm.stride[0]; p.B_t = s.Bm.stride[1]; p.B_g = s.Bm.stride[2];
+  p.Cm = s.Cm.data; p.C_b = s.Cm.stride[0]; p.C_t = s.Cm.stride[1]; p.C_g = s.Cm.stride[2];
+  if (s.z.defined()) {
+    p.z = s.z.data; p.z_b = s.z.stride[0]; p.z_t = s.z.stride[1]; p.z_h = s.z.stride[2];
+  }
+  p.y = s.y.data; p.y_b = s.y.stride[0]; p.y_t = s.y.stride[1]; p.y_h = s.y.stride[2];
+  set_params(p, s.A, s.dt_bias, s.D, s.dt_softplus);
+  p.pad = s.pad_slot_id;
+}
+
+void set_slot(kern::Params& p, const Tensor& slot, int64_t pad) {
+  p.slot = slot.data;
+  p.slot_dtype = slot.dtype;
+  p.slot_s = slot.stride[0];
+  p.pad = pad;
+}
+
 namespace {
 
 using kern::LaunchCfg;
@@ -61,49 +112,6 @@ void dispatch(const char* fn, DType state, DType act, Fn&& f) {
   }
 }
 
-void set_dims(Params& p, const Dims& d) {
-  p.B = d.B;
-  p.S = d.S;
-  p.T = int(d.T);
-  p.H = int(d.H);
-  p.P = int(d.P);
-  p.N = int(d.N);
-  p.G = int(d.G > 0 ? d.G : 1);  // baseline pools have no groups to stage
-  p.hpg = p.H / p.G;
-  p.L = int(d.L);
-  p.R = int(d.R);
-  p.tokens = d.tokens;
-}
-
-void set_params(Params& p, const Tensor& A, const Tensor& dt_bias, const Tensor& D,
-                bool dt_softplus) {
-  p.A = static_cast<const float*>(A.data);
-  p.A_s = A.stride[0];
-  if (dt_bias.defined()) {
-    p.dt_bias = static_cast<const float*>(dt_bias.data);
-    p.dtb_s = dt_bias.stride[0];
-  }
-  if (D.defined()) {
-    p.D = static_cast<const float*>(D.data);
-    p.D_s = D.stride[0];
-  }
-  p.dt_softplus = dt_softplus;
-}
-
-// Step tensors [B, T, ...].
-void set_step(Params& p, const Mamba2Step& s) {
-  p.x = s.x.data; p.x_b = s.x.stride[0]; p.x_t = s.x.stride[1]; p.x_h = s.x.stride[2];
-  p.dt = s.dt.data; p.dt_dtype = s.dt.dtype; p.dt_b = s.dt.stride[0]; p.dt_t = s.dt.stride[1];
-  p.Bm = s.Bm.data; p.B_b = s.Bm.stride[0]; p.B_t = s.Bm.stride[1]; p.B_g = s.Bm.stride[2];
-  p.Cm = s.Cm.data; p.C_b = s.Cm.stride[0]; p.C_t = s.Cm.stride[1]; p.C_g = s.Cm.stride[2];
-  if (s.z.defined()) {
-    p.z = s.z.data; p.z_b = s.z.stride[0]; p.z_t = s.z.stride[1]; p.z_h = s.z.stride[2];
-  }
-  p.y = s.y.data; p.y_b = s.y.stride[0]; p.y_t = s.y.stride[1]; p.y_h = s.y.stride[2];
-  set_params(p, s.A, s.dt_bias, s.D, s.dt_softplus);
-  p.pad = s.pad_slot_id;
-}
-
 // Prefill tensors [tokens, ...]: token index plays t, row offset b = 0.
 void set_prefill(Params& p, const Mamba2Prefill& s) {
   p.x = s.x.data; p.x_t = s.x.stride[0]; p.x_h = s.x.stride[1];
@@ -141,12 +149,6 @@ void set_pool(Params& p, const Mamba2Pool& pool) {
   p.cur_s = pool.cursor.stride[0];
 }
 
-void set_slot(Params& p, const Tensor& slot, int64_t pad) {
-  p.slot = slot.data;
-  p.slot_dtype = slot.dtype;
-  p.slot_s = slot.stride[0];
-  p.pad = pad;
-}
 void set_accepted(Params& p, const Tensor& acc) {
   if (!acc.defined()) return;
   p.acc = acc.data;

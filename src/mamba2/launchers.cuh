@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include "mamba2/backend.h"
 #include "mamba2/kernel_common.cuh"
 #include "replayssm/quant.h"
 
@@ -33,3 +34,15 @@ void launch_dual_pack(const char* fn, const Params& p, const Tensor& read_copy, 
                       cudaStream_t stream);
 
 }  // namespace replayssm::mamba2::kern
+
+namespace replayssm::mamba2::cuda {
+
+// Parameter block from validated API tensors (launch.cu; also used by the
+// shared-mode launcher, shared.cu). set_step fills the step tensors [B, T, ...],
+// the per-head parameters and pad_slot_id; set_slot the slot vector and pad.
+void set_dims(kern::Params& p, const Dims& d);
+void set_params(kern::Params& p, const Tensor& A, const Tensor& dt_bias, const Tensor& D, bool dt_softplus);
+void set_step(kern::Params& p, const Mamba2Step& s);
+void set_slot(kern::Params& p, const Tensor& slot, int64_t pad);
+
+}  // namespace replayssm::mamba2::cuda

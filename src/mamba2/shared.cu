@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "mamba2/kernel_common.cuh"
+#include "mamba2/launchers.cuh"
 #include "mamba2/shared.h"
 #include "quant/tile_codec.cuh"
 
@@ -163,37 +164,9 @@ void cuda::decode_shared(const Mamba2Step& step, const Tensor& packed_state, con
   if (d.B == 0) return;
 
   kern::Params p;
-  p.B = d.B;
-  p.S = d.S;
-  p.T = int(d.T);
-  p.H = int(d.H);
-  p.P = int(d.P);
-  p.N = int(d.N);
-  p.G = int(d.G);
-  p.hpg = p.H / p.G;
-  p.x = step.x.data; p.x_b = step.x.stride[0]; p.x_t = step.x.stride[1]; p.x_h = step.x.stride[2];
-  p.dt = step.dt.data; p.dt_dtype = step.dt.dtype; p.dt_b = step.dt.stride[0]; p.dt_t = step.dt.stride[1];
-  p.Bm = step.Bm.data; p.B_b = step.Bm.stride[0]; p.B_t = step.Bm.stride[1]; p.B_g = step.Bm.stride[2];
-  p.Cm = step.Cm.data; p.C_b = step.Cm.stride[0]; p.C_t = step.Cm.stride[1]; p.C_g = step.Cm.stride[2];
-  if (step.z.defined()) {
-    p.z = step.z.data; p.z_b = step.z.stride[0]; p.z_t = step.z.stride[1]; p.z_h = step.z.stride[2];
-  }
-  p.y = step.y.data; p.y_b = step.y.stride[0]; p.y_t = step.y.stride[1]; p.y_h = step.y.stride[2];
-  p.A = static_cast<const float*>(step.A.data);
-  p.A_s = step.A.stride[0];
-  if (step.dt_bias.defined()) {
-    p.dt_bias = static_cast<const float*>(step.dt_bias.data);
-    p.dtb_s = step.dt_bias.stride[0];
-  }
-  if (step.D.defined()) {
-    p.D = static_cast<const float*>(step.D.data);
-    p.D_s = step.D.stride[0];
-  }
-  p.dt_softplus = step.dt_softplus;
-  p.slot = step.slot.data;
-  p.slot_dtype = step.slot.dtype;
-  p.slot_s = step.slot.stride[0];
-  p.pad = step.pad_slot_id;
+  cuda::set_dims(p, d);
+  cuda::set_step(p, step);
+  cuda::set_slot(p, step.slot, step.pad_slot_id);
   p.status = exec.device_status;
 
   kern::SharedArgs e;
