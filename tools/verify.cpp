@@ -255,20 +255,8 @@ class Runner {
     upload_all(in_twin);
 
     // Mirror of the ring bookkeeping.
-    std::vector<bool> flush(ROWS, false);
-    for (int64_t b = 0; b < ROWS; ++b) {
-      if (slots_[size_t(b)] == PAD) continue;
-      RingCursor& c = cursors_[size_t(b)];
-      if (c.pending > 0) ring_commit(c, int32_t(prev_acc_[size_t(b)]));
-      StepPlan p = ring_plan_step(c, int32_t(T), int32_t(L_), int32_t(R_));
-      flush[size_t(b)] = p.flush;
-      res_.flushes += p.flush;
-      c = p.next;
-      if (commit_all) {
-        c.count += c.pending;
-        c.pending = 0;
-      }
-    }
+    const std::vector<bool> flush =
+        mirror_replay_step(cursors_, slots_, PAD, prev_acc_, T, L_, R_, commit_all, &res_.flushes);
     res_.tokens += T;
 
     // Standard recurrence, one token at a time on the baseline: token t of

@@ -236,6 +236,26 @@ class DeltaCase final : public FamilyCase {
 
 }  // namespace
 
+std::vector<bool> mirror_replay_step(std::vector<RingCursor>& cursors, const std::vector<int64_t>& slots,
+                                     int64_t pad, const std::vector<int64_t>& prev_acc, int64_t T, int64_t L,
+                                     int64_t R, bool commit_all, int64_t* flushes) {
+  std::vector<bool> flush(slots.size(), false);
+  for (size_t b = 0; b < slots.size(); ++b) {
+    if (slots[b] == pad) continue;
+    RingCursor& c = cursors[b];
+    if (c.pending > 0) ring_commit(c, int32_t(prev_acc[b]));
+    const StepPlan p = ring_plan_step(c, int32_t(T), int32_t(L), int32_t(R));
+    flush[b] = p.flush;
+    *flushes += p.flush;
+    c = p.next;
+    if (commit_all) {
+      c.count += c.pending;
+      c.pending = 0;
+    }
+  }
+  return flush;
+}
+
 std::unique_ptr<FamilyCase> make_case(const Preset& p, DType act, Device where, uint64_t seed) {
   if (p.family == Family::mamba2) return std::make_unique<Mamba2Case>(p, act, where, seed);
   return std::make_unique<DeltaCase>(p, act, where, seed);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ring.h"
 #include "presets.h"
 #include "replayssm/quant.h"
 #include "replayssm/types.h"
@@ -88,6 +89,15 @@ struct DualResult {
 };
 DualResult verify_dual(FamilyCase& fc, Backend backend, DType state, DType act, int64_t L,
                        int64_t steps, uint64_t seed);
+
+// Host mirror of one replay step's ring bookkeeping (core/ring.h) for the
+// rows of a batch: commits each row's previous acceptance (rows with pending
+// records), plans T tokens (capacity L, ring length R) and, with commit_all,
+// keeps all T. Rows whose slot is `pad` are skipped. Returns the rows that
+// flush and adds their count to *flushes.
+std::vector<bool> mirror_replay_step(std::vector<RingCursor>& cursors, const std::vector<int64_t>& slots,
+                                     int64_t pad, const std::vector<int64_t>& prev_acc, int64_t T, int64_t L,
+                                     int64_t R, bool commit_all, int64_t* flushes);
 
 // Parameters (A, dt_bias, D / A_log, dt_bias) are drawn from `seed` and
 // mirrored on `where`. act: dtype of x, B, C, z / q, k, v.
