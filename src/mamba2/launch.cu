@@ -5,6 +5,7 @@
 // indices, cursors and accepted counts are checked on the device
 // (Exec::device_status).
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "core/check.h"
@@ -12,6 +13,7 @@
 #include "mamba2/cursor_kernel.cuh"
 #include "mamba2/heuristics.h"
 #include "mamba2/launchers.cuh"
+#include "mamba2/replay1_kernel.cuh"
 
 namespace replayssm::mamba2::cuda {
 
@@ -252,6 +254,52 @@ void launch_fold_kernel(const char* fn, Params& p, const Mamba2Pool& pool, const
   dispatch(fn, pool.state.dtype, rec, [&]<DType SD, DType AD>() { kern::launch_fold<SD, AD>(p, c); });
 }
 
+// T = 1 with N = 128 (every model shape of design §6): the register-streamed
+// replay kernel (replay1_kernel.cuh). Blocks of HB heads × P rows, HB the
+// largest power of two dividing the group's heads with HB·P at most two
+// batches per warp. `state` is the dtype streamed (the checkpoint, or a
+// bf16 / f16 read copy with p.dual).
+bool replay1_fits(const Params& p, int state_size) {
+  const int64_t vec = 16 / state_size;  // bulk copies: 16-byte aligned rows
+  return p.T == 1 && p.N == kern::R1_N && reinterpret_cast<uintptr_t>(p.state) % 16 == 0 && p.st_s % vec == 0 &&
+         p.st_h % vec == 0 && p.st_p % vec == 0 &&
+         kern::replay1_smem(p.L, p.R, 1, p.P, 2, state_size, 1).bytes <= 200 * 1024;
+}
+
+// Heads per block: the largest power of two dividing the group's heads whose
+// state fits REPLAY1_BLOCK_BYTES, halved while the grid has fewer than four
+// blocks per SM (small batches); stages: as many 32 KiB sweeps (2 to 4) as
+// fit next to the ring in REPLAY1_SMEM, two blocks per SM.
+constexpr int64_t REPLAY1_BLOCK_BYTES = 256 * 1024;
+constexpr int64_t REPLAY1_SMEM = 110 * 1024;
+
+void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec) {
+  const DeviceInfo info = device_info(fn);
+  const int ss = int(dtype_size(state)), as = int(dtype_size(act));
+  int64_t budget = REPLAY1_BLOCK_BYTES;
+  if (const char* e = std::getenv("REPLAYSSM_R1_BYTES")) budget = std::atoll(e);  // tuning runs only
+  const int64_t row_bytes = int64_t(kern::R1_N) * ss;
+  const int64_t sweep_bytes = kern::replay1_sweep_rows(ss) * row_bytes;
+  int hb = 1;
+  auto arrays = [&](int h) { return kern::replay1_smem(p.L, p.R, h, p.P, as, ss, 0).bytes; };
+  while (p.hpg % (2 * hb) == 0 && 2 * hb * p.P * row_bytes <= budget && arrays(2 * hb) + 2 * sweep_bytes <= REPLAY1_SMEM)
+    hb *= 2;
+  while (hb > 1 && p.B * p.G * (p.hpg / hb) < 4 * info.sms) hb /= 2;  // small batches: enough blocks
+  const int nsw = int(ceil_div(int64_t(hb) * p.P, kern::replay1_sweep_rows(ss)));
+  p.stages = int(std::clamp<int64_t>((REPLAY1_SMEM - arrays(hb)) / sweep_bytes, 1, kern::R1_MAX_STAGES));
+  p.stages = std::min(p.stages, nsw);
+  if (const char* e = std::getenv("REPLAYSSM_R1_STAGES")) p.stages = std::min(nsw, std::atoi(e));  // tuning runs only
+  Tile t;
+  t.nh = hb;
+  t.np = p.P;
+  t.hchunks = p.hpg / hb;
+  t.pchunks = 1;
+  t.blocks = p.B * p.G * t.hchunks;
+  const int64_t smem = kern::replay1_smem(p.L, p.R, hb, p.P, as, ss, p.stages).bytes;
+  const LaunchCfg c = config(fn, p, t, smem, exec, 1, info);
+  dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_replay1<SD, AD>(p, c); });
+}
+
 // Dual precision (pool.read_copy): the pack kernel folds the flushing rows
 // into the checkpoint and re-packs their copy, then the replay kernel
 // streams the read copy (p.dual: flushing rows run with an empty history and
@@ -322,6 +370,7 @@ void dual_replay_step(const char* fn, const Params& base, const Mamba2Pool& pool
   };
   if (qf == QF_FP8) by_act.template operator()<QF_FP8>();
   else if (qf == QF_NVFP4) by_act.template operator()<QF_NVFP4>();
+  else if (replay1_fits(p, 2)) launch_replay1_kernel(fn, p, sd, act, exec);
   else dispatch(fn, sd, act, [&]<DType SD, DType AD>() { kern::launch_replay<SD, AD>(p, c); });
   launch_cursor(fn, p, Mode::step, exec);
 }
@@ -405,6 +454,11 @@ void replay_step(const Mamba2Step& step, const Mamba2Pool& pool, const Tensor& n
   set_accepted(p, num_accepted);
   p.jmax = p.L + p.T;
   if (pool.read_copy.defined()) return dual_replay_step(fn, p, pool, step.x.dtype, exec);
+  if (replay1_fits(p, int(dtype_size(pool.state.dtype)))) {
+    geometry(fn, p, pool.state.dtype);
+    launch_replay1_kernel(fn, p, pool.state.dtype, step.x.dtype, exec);
+    return launch_cursor(fn, p, Mode::step, exec);
+  }
   const DeviceInfo info = device_info(fn);
   const RowGeometry g = hot(fn, p, pool.state.dtype);
   const int64_t act_size = int64_t(dtype_size(step.x.dtype));

@@ -5,6 +5,7 @@
 
 #include "mamba2/decode_kernel.cuh"
 #include "mamba2/launchers.cuh"
+#include "mamba2/replay1_kernel.cuh"
 #include "mamba2/replay_kernel.cuh"
 #include "mamba2/slot_kernels.cuh"
 
@@ -30,6 +31,9 @@ void run_kernel(const Params& p, const LaunchCfg& c) {
 template <DType SD, DType AD> void launch_replay(const Params& p, const LaunchCfg& c) {
   run_kernel<mamba2_replay_kernel<SD, AD, HOT_VPL>>(p, c);
 }
+template <DType SD, DType AD> void launch_replay1(const Params& p, const LaunchCfg& c) {
+  run_kernel<mamba2_replay1_kernel<SD, AD>>(p, c);
+}
 template <DType SD, DType AD> void launch_decode(const Params& p, const LaunchCfg& c) {
   run_kernel<mamba2_decode_kernel<SD, AD, HOT_VPL>>(p, c);
 }
@@ -48,6 +52,7 @@ template <DType SD, DType AD> void launch_prefill(const Params& p, const LaunchC
 // dtypes (use at global scope).
 #define RSSM_MAMBA2_INSTANTIATE_ONE(SD, AD)                                                       \
   template void replayssm::mamba2::kern::launch_replay<SD, AD>(const replayssm::mamba2::kern::Params&, const replayssm::mamba2::kern::LaunchCfg&);  \
+  template void replayssm::mamba2::kern::launch_replay1<SD, AD>(const replayssm::mamba2::kern::Params&, const replayssm::mamba2::kern::LaunchCfg&); \
   template void replayssm::mamba2::kern::launch_decode<SD, AD>(const replayssm::mamba2::kern::Params&, const replayssm::mamba2::kern::LaunchCfg&);  \
   template void replayssm::mamba2::kern::launch_fold<SD, AD>(const replayssm::mamba2::kern::Params&, const replayssm::mamba2::kern::LaunchCfg&);    \
   template void replayssm::mamba2::kern::launch_prefill<SD, AD>(const replayssm::mamba2::kern::Params&, const replayssm::mamba2::kern::LaunchCfg&);

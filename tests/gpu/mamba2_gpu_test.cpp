@@ -193,11 +193,13 @@ TEST(Mamba2Gpu, DecodeAndReplayAllShapesAndDtypes) {
 
 // >= 2,000 plain decode steps at batch 2 (L = 16, flush every 16 steps):
 // outputs every step, checkpoint and records after every flush, and
-// non-flush steps leave the checkpoint bytes unchanged.
+// non-flush steps leave the checkpoint bytes unchanged. N = 64 runs the
+// shared-memory-staged replay kernel, N = 128 the register-streamed one
+// (replay1_kernel.cuh).
 TEST(Mamba2Gpu, ReplayLongRun) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(11);
-  const Shape s{8, 32, 64, 2};
+  for (const Shape& s : {Shape{8, 32, 64, 2}, Shape{4, 48, 128, 2}})
   for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}}) {
     const double t = tol(d.state, d.act);
     Pool pool(rng, 3, s, d, 16, 1);
