@@ -267,8 +267,9 @@ bool replay1_fits(const Params& p, int state_size) {
 }
 
 // Heads per block: the largest power of two dividing the group's heads whose
-// state fits REPLAY1_BLOCK_BYTES, halved while the grid has fewer than four
-// blocks per SM (small batches); stages: as many 32 KiB sweeps (2 to 4) as
+// state fits REPLAY1_BLOCK_BYTES, halved while the grid has fewer than eight
+// blocks per SM (small batches: at batch 64, H128, 4 heads per block took
+// 136 µs against 172 with 8, d5d357d's run); stages: as many 32 KiB sweeps (2 to 4) as
 // fit next to the ring in REPLAY1_SMEM, two blocks per SM.
 constexpr int64_t REPLAY1_BLOCK_BYTES = 256 * 1024;
 constexpr int64_t REPLAY1_SMEM = 110 * 1024;
@@ -284,7 +285,7 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
   auto arrays = [&](int h) { return kern::replay1_smem(p.L, p.R, h, p.P, as, ss, 0).bytes; };
   while (p.hpg % (2 * hb) == 0 && 2 * hb * p.P * row_bytes <= budget && arrays(2 * hb) + 2 * sweep_bytes <= REPLAY1_SMEM)
     hb *= 2;
-  while (hb > 1 && p.B * p.G * (p.hpg / hb) < 4 * info.sms) hb /= 2;  // small batches: enough blocks
+  while (hb > 1 && p.B * p.G * (p.hpg / hb) < 8 * info.sms) hb /= 2;  // small batches: enough blocks
   const int nsw = int(ceil_div(int64_t(hb) * p.P, kern::replay1_sweep_rows(ss)));
   p.stages = int(std::clamp<int64_t>((REPLAY1_SMEM - arrays(hb)) / sweep_bytes, 1, kern::R1_MAX_STAGES));
   p.stages = std::min(p.stages, nsw);

@@ -499,10 +499,13 @@ TEST(Mamba2Gpu, SpeculativeLongRunModelShapes) {
 
 // Bad slot and bad accepted count: the status bit is set, the row skipped
 // (no state, ring or cursor change), the other rows are correct.
+// ODD runs the shared-memory-staged replay kernel, {4, 48, 128, 2} the
+// bulk-copy one (replay1_kernel.cuh), whose rejected rows must wait for
+// their in-flight copies before they exit.
 TEST(Mamba2Gpu, DeviceStatusOnBadRows) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(29);
-  const Shape s = ODD;
+  for (const Shape& s : {ODD, Shape{4, 48, 128, 2}}) {
   const Dtypes d{DType::f32, DType::f32, DType::f32};
   Pool pool(rng, 4, s, d, 8, 2);
   {
@@ -530,6 +533,29 @@ TEST(Mamba2Gpu, DeviceStatusOnBadRows) {
     DeviceStatus ds;
     mamba2_decode(st.dev(), pool.dstate, ds.exec());
     EXPECT_NE(ds.read() & STATUS_BAD_SLOT, 0);
+  }
+  }
+}
+
+// A short T = 1 run through the bulk-copy replay kernel (N = 128, L = 4:
+// flushes every fourth step; a pad row), both state dtypes: small enough
+// for compute-sanitizer (scripts/gpu_check.sh SANITIZE_FILTER).
+TEST(Mamba2Gpu, ReplayShortRunN128) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(31);
+  const Shape s{4, 48, 128, 2};
+  for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}}) {
+    const double t = tol(d.state, d.act);
+    Pool pool(rng, 4, s, d, 4, 1);
+    for (int step = 0; step < 10; ++step) {
+      Step st(rng, 3, 1, s, d, {2, -1, 1}, step % 2 == 0, pool.layer);
+      mamba2_replay_step(st.host(), pool.host(), Tensor{}, true, ref_exec());
+      mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, Exec{Backend::cuda});
+      const HostTensor y = download(st.dy);
+      EXPECT_LE(err(y, st.y), t) << name(d) << " step " << step;
+      expect_pad_zero(y, 1, s.H * s.P, name(d));
+    }
+    pool.expect_match(t, name(d) + " short run");
   }
 }
 
