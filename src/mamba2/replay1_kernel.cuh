@@ -43,7 +43,7 @@ RSSM_M2_HD int replay1_sweep_rows(int state_size) { return KERNEL_WARPS * replay
 // Shared-memory layout (byte offsets) of one block: the state stage (HB heads
 // × P rows), the whole ring (R entries) and the per-step arrays.
 struct Replay1Smem {
-  int64_t stage, bar, Cs, Bw, BC, dh, dwin, Ah, Dh, coef, dec, fw, fdec, part, hist, Bh, xh, xwin, zs, bytes;
+  int64_t stage, bar, Cs, Bw, BC, Bf, dh, dwin, Ah, Dh, coef, dec, fw, fdec, part, hist, Bh, xh, xwin, zs, bytes;
   int Pp, nhp;  // P rounded up to 8, HB rounded up to 4 (16-byte chunks)
 };
 RSSM_M2_HD Replay1Smem replay1_smem(int L, int R, int nh, int P, int act_size, int state_size, int stages) {
@@ -62,6 +62,7 @@ RSSM_M2_HD Replay1Smem replay1_smem(int L, int R, int nh, int P, int act_size, i
   m.Cs = take(4 * R1_N);
   m.Bw = take(4 * R1_N);
   m.BC = take(4 * (L + 1));
+  m.Bf = take(4 * int64_t(L) * R1_N);
   m.dh = take(4 * int64_t(R) * m.nhp);
   m.dwin = take(4 * nh);
   m.Ah = take(4 * nh);
@@ -153,6 +154,7 @@ mamba2_replay1_kernel(const Params p) {
   float* Cs = reinterpret_cast<float*>(base + m.Cs);
   float* Bw = reinterpret_cast<float*>(base + m.Bw);
   float* BC = reinterpret_cast<float*>(base + m.BC);
+  float* Bf = reinterpret_cast<float*>(base + m.Bf);  // fold: fp32 B_j by record index
   float* dh = reinterpret_cast<float*>(base + m.dh);
   float* dwin = reinterpret_cast<float*>(base + m.dwin);
   float* Ah = reinterpret_cast<float*>(base + m.Ah);
@@ -312,6 +314,8 @@ mamba2_replay1_kernel(const Params p) {
   // B_j·C_t for jb <= j <= n (j = n: the window token), one warp per j;
   // flush: fold weights fw_j = δ_j e^{A Σ_{j<i<n} δ_i}, fdec, one warp per head
   const int nbc = n - jb + 1;
+  if (flush)
+    for (int i = tid; i < n * R1_N; i += KERNEL_THREADS) Bf[i] = Traits<AD>::load(Bh[pos(i / R1_N) * R1_N + i % R1_N]);
   for (int i = warp; i < nbc + (flush ? nh : 0); i += KERNEL_WARPS) {
     if (i < nbc) {
       const int j = jb + i;
@@ -353,41 +357,60 @@ mamba2_replay1_kernel(const Params p) {
   float cq[E];
 #pragma unroll
   for (int e = 0; e < E; ++e) cq[e] = Cs[lr * E + e];
+  // A flush folds FG rows at a time, records outer (one fp32 B_j vector per
+  // record, reused by the FG rows): f = fdec·S_0, then f + round(w·B_j) with
+  // w = fw_j x_j[p] for j = 0 … n−1, as replay_pass and the dual pack kernel.
+  constexpr int FG = E == 4 ? RB : RB / 2;
   for (int k = 0; k < nsw; ++k) {
     mbar_wait(bar + k % NST, uint32_t(k / NST) & 1u);
     const int r0 = k * SW + warp * BR;
     float a[RB];
 #pragma unroll
-    for (int i = 0; i < RB; ++i) {
-      const int r = r0 + i * RPL + sub;
-      uint4 v = srow(k, r);
-      if (flush) {
-        const int rc = min(r, rows - 1), hl = rc / P, pp = rc - hl * P;
-        float f[E];
-        widen<SD>(v, f);
-        const float fd = fdec[hl];
+    for (int g0 = 0; g0 < RB; g0 += FG) {
+      float f[FG][E];
 #pragma unroll
-        for (int e = 0; e < E; ++e) f[e] *= fd;
-        const float* fwh = fw + hl * L;
-        const at_t* xp = xh + hl * Pp + pp;
-        const at_t* bq = Bh + lr * E;
-#pragma unroll 2
+      for (int u = 0; u < FG; ++u) widen<SD>(srow(k, r0 + (g0 + u) * RPL + sub), f[u]);
+      if (flush) {
+        int hl[FG], pp[FG];
+#pragma unroll
+        for (int u = 0; u < FG; ++u) {
+          const int rc = min(r0 + (g0 + u) * RPL + sub, rows - 1);
+          hl[u] = rc / P;
+          pp[u] = rc - hl[u] * P;
+          const float fd = fdec[hl[u]];
+#pragma unroll
+          for (int e = 0; e < E; ++e) f[u][e] *= fd;
+        }
         for (int j = 0; j < n; ++j) {
           const int q = pos(j);
-          const float w = fwh[j] * Traits<AD>::load(xp[q * NH * Pp]);  // fw_j x_j[p]
+          float bj[E];
 #pragma unroll
-          for (int e = 0; e < E; ++e)  // f + round(w·B), as replay_pass and the dual pack kernel
-            f[e] = fmaf(1.f, f[e], __fmul_rn(w, Traits<AD>::load(bq[q * R1_N + e])));
+          for (int e = 0; e < E; e += 4) {
+            const float4 t4 = *reinterpret_cast<const float4*>(Bf + j * R1_N + lr * E + e);
+            bj[e] = t4.x; bj[e + 1] = t4.y; bj[e + 2] = t4.z; bj[e + 3] = t4.w;
+          }
+#pragma unroll
+          for (int u = 0; u < FG; ++u) {
+            const float w = fw[hl[u] * L + j] * Traits<AD>::load(xh[(q * NH + hl[u]) * Pp + pp[u]]);  // fw_j x_j[p]
+#pragma unroll
+            for (int e = 0; e < E; ++e) f[u][e] = fmaf(1.f, f[u][e], __fmul_rn(w, bj[e]));
+          }
         }
-        v = narrow<SD>(f);  // outputs read the checkpoint as stored
-        if (r < rows) *reinterpret_cast<uint4*>(row_ptr(r) + lr * E) = v;
-      }
-      float f[E];
-      widen<SD>(v, f);
-      float sum = 0.f;
 #pragma unroll
-      for (int e = 0; e < E; ++e) sum = fmaf(f[e], cq[e], sum);
-      a[i] = sum;
+        for (int u = 0; u < FG; ++u) {
+          const int r = r0 + (g0 + u) * RPL + sub;
+          const uint4 v = narrow<SD>(f[u]);  // outputs read the checkpoint as stored
+          if (r < rows) *reinterpret_cast<uint4*>(row_ptr(r) + lr * E) = v;
+          widen<SD>(v, f[u]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < FG; ++u) {
+        float sum = 0.f;
+#pragma unroll
+        for (int e = 0; e < E; ++e) sum = fmaf(f[u][e], cq[e], sum);
+        a[g0 + u] = sum;
+      }
     }
     transpose_sum<RB, LPR>(a, lr);
     if ((lr & (LPR / RB - 1)) == 0) {
