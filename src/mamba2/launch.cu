@@ -254,14 +254,17 @@ void launch_fold_kernel(const char* fn, Params& p, const Mamba2Pool& pool, const
 }
 
 // T = 1 with N = 128 (every model shape of design §6): the bulk-copy replay
-// kernel (replay1_kernel.cuh), when the pool's rows are 16-byte aligned (the
-// copies' requirement) and one head fits in shared memory; otherwise the
+// kernel (replay1_kernel.cuh), when each slot's heads are one contiguous,
+// 16-byte aligned block and one head fits in shared memory; otherwise the
 // shared-memory-staged kernel (replay_kernel.cuh) serves the step. `state` is
 // the dtype streamed (the checkpoint, or a bf16 / f16 read copy with p.dual).
 bool replay1_fits(const Params& p, int state_size) {
-  const int64_t vec = 16 / state_size;  // bulk copies: 16-byte aligned rows
+  const int64_t vec = 16 / state_size;  // bulk copies: 16-byte aligned slots
+  // Heads of a slot stored as one contiguous [H, P, N] block (the layout the
+  // GPU tests run), so a sweep is one copy; padded rows or heads take the
+  // staged kernel.
   return p.T == 1 && p.N == kern::R1_N && reinterpret_cast<uintptr_t>(p.state) % 16 == 0 && p.st_s % vec == 0 &&
-         p.st_h % vec == 0 && p.st_p % vec == 0 &&
+         p.st_p == kern::R1_N && p.st_h == int64_t(p.P) * kern::R1_N &&
          kern::replay1_smem(p.L, p.R, 1, p.P, 2, state_size, 1).bytes <= 200 * 1024;
 }
 
