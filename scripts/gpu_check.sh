@@ -6,7 +6,8 @@
 #   bash scripts/gpu_check.sh all             # the above plus bench-full
 #   bash scripts/gpu_check.sh build bench-full
 #
-# Stages: build info test sanitize bench-quick bench-spec bench-dual bench-full verify cpu-bench python. A failing
+# Stages: build info test sanitize bench-quick bench-spec bench-dual bench-full verify cpu-bench python
+# profile. A failing
 # stage does not stop later ones; the exit code is 1 when any stage failed.
 # Everything lands in $OUT (default ./gpu_check_out), in few files:
 #   log.txt          every stage's full output, with headers and timings
@@ -29,6 +30,8 @@
 #   SANITIZE_FILTER    gtest filter for the sanitizer runs
 #   SANITIZE_TIMEOUT_S per sanitizer tool (default 120)
 #   VERIFY_ARGS        arguments of `replayssm verify` (default "--backend cuda --quick")
+#   PROFILE_KERNEL     profile: kernel name regex (default replay1)
+#   PROFILE_ARGS       profile: the bench run profiled (default: Mamba-2 replay, B = 256, L = 16, fp32)
 #   REPLAYSSM_COMMIT   commit recorded in benchmark rows (default: git, else unknown)
 set -u -o pipefail
 # shellcheck disable=SC2317  # stage functions are invoked indirectly
@@ -299,6 +302,34 @@ stage_python() {
   return $rc
 }
 
+# ncu of one launch (--set full) and its instructions and stall samples per
+# source line (scripts/ncu_lines.py): profile.txt (details page),
+# profile_lines.txt, and the raw sass.csv / sass.txt.
+stage_profile() {
+  local kern=${PROFILE_KERNEL:-replay1} args=${PROFILE_ARGS:---quick --family mamba2 --modes replay --batch 256 --L 16 --state fp32 --target-ms 1}
+  command -v ncu > /dev/null || { echo "ncu not found"; return 1; }
+  [[ -x $CLI ]] || { echo "no $CLI"; return 1; }
+  # shellcheck disable=SC2086  # word-split args
+  logged timeout "$(fit 240)" ncu --clock-control none --set full --import-source yes -k "regex:$kern" \
+    --launch-skip 20 --launch-count 1 -f -o "$OUT/profile" "$CLI" bench --backend cuda $args || return 1
+  ncu -i "$OUT/profile.ncu-rep" --page details > "$OUT/profile.txt" 2>&1
+  ncu -i "$OUT/profile.ncu-rep" --page source --csv --print-source sass --print-kernel-base mangled \
+    > "$OUT/sass.csv" 2>&1
+  local tmp name cubin
+  tmp=$(mktemp -d)
+  name=$(grep -m1 -oE '"Kernel Name","[A-Za-z0-9_]+' "$OUT/sass.csv" | sed -E 's/.*","//')
+  (cd "$tmp" && cuobjdump -xelf all "$ROOT/$CLI" > /dev/null 2>&1)
+  for cubin in "$tmp"/*sm_90a*.cubin; do
+    nvdisasm -g -c "$cubin" > "$tmp/all.txt" 2>/dev/null
+    if grep -q "$name" "$tmp/all.txt"; then cp "$tmp/all.txt" "$OUT/sass.txt"; break; fi
+  done
+  rm -rf "$tmp"
+  [[ -s $OUT/sass.txt ]] || { echo "no cubin holds $name"; return 1; }
+  python3 scripts/ncu_lines.py "$OUT/sass.csv" "$OUT/sass.txt" --kernel "$name" --top 40 > "$OUT/profile_lines.txt"
+  head -n 12 "$OUT/profile_lines.txt"
+  STAGE_NOTE=$(grep -E 'Duration' "$OUT/profile.txt" | head -n 1 | tr -s ' ')
+}
+
 STAGES=("$@")
 (( ${#STAGES[@]} == 0 )) && STAGES=(build info test sanitize bench-quick verify)
 [[ ${STAGES[*]} == all ]] && STAGES=(build info test sanitize bench-quick bench-spec bench-full verify)
@@ -316,7 +347,8 @@ for s in "${STAGES[@]}"; do
     verify) run_stage verify stage_verify ;;
     cpu-bench) run_stage cpu-bench stage_cpu_bench ;;
     python) run_stage python stage_python ;;
-    *) echo "unknown stage '$s' (build info test sanitize bench-quick bench-spec bench-dual bench-full verify cpu-bench python all)"; FAILED=1 ;;
+    profile) run_stage profile stage_profile ;;
+    *) echo "unknown stage '$s' (build info test sanitize bench-quick bench-spec bench-dual bench-full verify cpu-bench python profile all)"; FAILED=1 ;;
   esac
 done
 

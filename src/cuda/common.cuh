@@ -62,6 +62,28 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// Sum each of RB values over the LPR lanes of a row group (RB <= LPR <= 32,
+// powers of two; lr = lane index within the group), transposed: lane lr ends
+// with the full sum of value lr / (LPR / RB) in v[0] (LPR / RB lanes hold
+// each). RB − 1 + log2(LPR / RB) shuffles for RB sums, against RB·log2(LPR)
+// for RB separate reductions. Every lane of the warp calls it.
+template <int RB, int LPR>
+__device__ __forceinline__ void transpose_sum(float (&v)[RB], int lr) {
+  int o = LPR / 2;
+#pragma unroll
+  for (int w = RB / 2; w >= 1; w /= 2, o /= 2) {
+    const bool up = lr & o;
+#pragma unroll
+    for (int i = 0; i < w; ++i) {
+      const float send = up ? v[i] : v[i + w];
+      const float keep = up ? v[i + w] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+  }
+#pragma unroll
+  for (; o >= 1; o /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
+}
+
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(expf(x)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 

@@ -5,7 +5,6 @@
 // indices, cursors and accepted counts are checked on the device
 // (Exec::device_status).
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "core/check.h"
@@ -254,31 +253,33 @@ void launch_fold_kernel(const char* fn, Params& p, const Mamba2Pool& pool, const
   dispatch(fn, pool.state.dtype, rec, [&]<DType SD, DType AD>() { kern::launch_fold<SD, AD>(p, c); });
 }
 
-// T = 1 with N = 128 (every model shape of design §6): the register-streamed
-// replay kernel (replay1_kernel.cuh). Blocks of HB heads × P rows, HB the
-// largest power of two dividing the group's heads with HB·P at most two
-// batches per warp. `state` is the dtype streamed (the checkpoint, or a
-// bf16 / f16 read copy with p.dual).
+// T = 1 with N = 128 (every model shape of design §6): the bulk-copy replay
+// kernel (replay1_kernel.cuh), when each slot's heads are one contiguous,
+// 16-byte aligned block and one head fits in shared memory; otherwise the
+// shared-memory-staged kernel (replay_kernel.cuh) serves the step. `state` is
+// the dtype streamed (the checkpoint, or a bf16 / f16 read copy with p.dual).
 bool replay1_fits(const Params& p, int state_size) {
-  const int64_t vec = 16 / state_size;  // bulk copies: 16-byte aligned rows
+  const int64_t vec = 16 / state_size;  // bulk copies: 16-byte aligned slots
+  // Heads of a slot stored as one contiguous [H, P, N] block (the layout the
+  // GPU tests run), so a sweep is one copy; padded rows or heads take the
+  // staged kernel.
   return p.T == 1 && p.N == kern::R1_N && reinterpret_cast<uintptr_t>(p.state) % 16 == 0 && p.st_s % vec == 0 &&
-         p.st_h % vec == 0 && p.st_p % vec == 0 &&
+         p.st_p == kern::R1_N && p.st_h == int64_t(p.P) * kern::R1_N &&
          kern::replay1_smem(p.L, p.R, 1, p.P, 2, state_size, 1).bytes <= 200 * 1024;
 }
 
 // Heads per block: the largest power of two dividing the group's heads whose
 // state fits REPLAY1_BLOCK_BYTES, halved while the grid has fewer than eight
 // blocks per SM (small batches: at batch 64, H128, 4 heads per block took
-// 136 µs against 172 with 8, d5d357d's run); stages: as many 32 KiB sweeps (2 to 4) as
-// fit next to the ring in REPLAY1_SMEM, two blocks per SM.
+// 136 µs against 172 with 8, d5d357d's run); stages: as many 32 KiB sweeps
+// (2 to 4) as fit next to the ring in REPLAY1_SMEM, two blocks per SM.
 constexpr int64_t REPLAY1_BLOCK_BYTES = 256 * 1024;
 constexpr int64_t REPLAY1_SMEM = 110 * 1024;
 
 void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec) {
   const DeviceInfo info = device_info(fn);
   const int ss = int(dtype_size(state)), as = int(dtype_size(act));
-  int64_t budget = REPLAY1_BLOCK_BYTES;
-  if (const char* e = std::getenv("REPLAYSSM_R1_BYTES")) budget = std::atoll(e);  // tuning runs only
+  const int64_t budget = REPLAY1_BLOCK_BYTES;
   const int64_t row_bytes = int64_t(kern::R1_N) * ss;
   const int64_t sweep_bytes = kern::replay1_sweep_rows(ss) * row_bytes;
   int hb = 1;
@@ -289,7 +290,6 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
   const int nsw = int(ceil_div(int64_t(hb) * p.P, kern::replay1_sweep_rows(ss)));
   p.stages = int(std::clamp<int64_t>((REPLAY1_SMEM - arrays(hb)) / sweep_bytes, 1, kern::R1_MAX_STAGES));
   p.stages = std::min(p.stages, nsw);
-  if (const char* e = std::getenv("REPLAYSSM_R1_STAGES")) p.stages = std::min(nsw, std::atoi(e));  // tuning runs only
   Tile t;
   t.nh = hb;
   t.np = p.P;

@@ -112,26 +112,6 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
       : "memory");
 }
 
-// Sum each of RB values over the LPR lanes of a row group, transposed: lane
-// l of the group ends with the full sum of value (l >> log2(LPR / RB)) in
-// v[0]. Every lane of the warp calls it.
-template <int RB, int LPR>
-__device__ __forceinline__ void transpose_sum(float (&v)[RB], int lr) {
-  int o = LPR / 2;
-#pragma unroll
-  for (int w = RB / 2; w >= 1; w /= 2, o /= 2) {
-    const bool up = lr & o;
-#pragma unroll
-    for (int i = 0; i < w; ++i) {
-      const float send = up ? v[i] : v[i + w];
-      const float keep = up ? v[i + w] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
-    }
-  }
-#pragma unroll
-  for (; o >= 1; o /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
-}
-
 template <DType SD, DType AD>
 __global__ void __launch_bounds__(KERNEL_THREADS, R1_BLOCKS_PER_SM)
 mamba2_replay1_kernel(const Params p) {
@@ -412,7 +392,7 @@ mamba2_replay1_kernel(const Params p) {
         a[g0 + u] = sum;
       }
     }
-    transpose_sum<RB, LPR>(a, lr);
+    cuda_util::transpose_sum<RB, LPR>(a, lr);
     if ((lr & (LPR / RB - 1)) == 0) {
       const int r = r0 + (lr / (LPR / RB)) * RPL + sub;
       if (r < rows) part[r] = a[0];

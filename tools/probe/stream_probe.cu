@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda/common.cuh"  // transpose_sum (the replay kernels' reduction)
+
 #define CK(x)                                                                          \
   do {                                                                                 \
     cudaError_t e_ = (x);                                                              \
@@ -69,27 +71,6 @@ template <> struct Vec<__nv_bfloat16> {
     }
   }
 };
-
-// Sum each of RB values over the LPR lanes of a row group, transposed: after
-// the call lane l holds the full sum of value (l >> (log2 LPR − log2 RB)) & (RB−1)
-// of its group in v[0] (every lane of the group holds one; LPR / RB lanes
-// hold the same value). RB − 1 + log2(LPR / RB) shuffles for RB sums.
-template <int RB, int LPR>
-__device__ __forceinline__ void transpose_sum(float* v, int lane) {
-  int w = RB / 2, o = LPR / 2;
-#pragma unroll
-  for (; w >= 1; w /= 2, o /= 2) {
-    const bool up = lane & o;
-#pragma unroll
-    for (int i = 0; i < w; ++i) {
-      const float send = up ? v[i] : v[i + w];
-      const float keep = up ? v[i + w] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
-    }
-  }
-#pragma unroll
-  for (; o >= 1; o /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
-}
 
 // One block: heads [h0, h0 + HB) of row b; warps take batches of RB·RPL rows
 // (RPL rows per 16-byte load across the warp). y = dec·(S q_0) + hist (and
@@ -137,7 +118,7 @@ stream_kernel(const ST* __restrict__ pool, const int32_t* __restrict__ slots, co
       }
     }
 #pragma unroll
-    for (int k = 0; k < NQ; ++k) transpose_sum<RB, LPR>(acc[k], lane % LPR);
+    for (int k = 0; k < NQ; ++k) replayssm::cuda_util::transpose_sum<RB, LPR>(acc[k], lane % LPR);
     const int li = (lane % LPR) >> (__builtin_ctz(LPR) - __builtin_ctz(RB));
     if ((lane % (LPR / RB)) == 0) {
       const int r = r0 + li * RPL + sub;
