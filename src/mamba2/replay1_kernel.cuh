@@ -166,12 +166,8 @@ mamba2_replay1_kernel(const Params p) {
     return;
   }
   st_t* S = static_cast<st_t*>(p.state) + slot * p.st_s + int64_t(bp.h0) * p.st_h;
-  const bool lin = p.st_h == int64_t(P) * p.st_p;
-  auto row_ptr = [&](int r) -> st_t* {
-    if (lin) return S + int64_t(r) * p.st_p;
-    const int hl = r / P;
-    return S + int64_t(hl) * p.st_h + int64_t(r - hl * P) * p.st_p;
-  };
+  // the slot's heads are one contiguous [H, P, N] block (launch.cu::replay1_fits)
+  auto row_ptr = [&](int r) -> st_t* { return S + int64_t(r) * R1_N; };
   constexpr int ROWB = R1_N * int(sizeof(st_t));  // bytes per state row
   constexpr int SW = KERNEL_WARPS * BR;            // rows per sweep
   const int nsw = (rows + SW - 1) / SW;
@@ -180,11 +176,7 @@ mamba2_replay1_kernel(const Params p) {
     char* dst = const_cast<char*>(stage) + int64_t(k % NST) * SW * ROWB;
     const int r0 = k * SW, nr = min(SW, rows - r0);
     mbar_arrive_expect_tx(bar + k % NST, uint32_t(nr) * ROWB);
-    if (lin) {
-      bulk_g2s(dst, row_ptr(r0), uint32_t(nr) * ROWB, bar + k % NST, pol);
-    } else {
-      for (int r = 0; r < nr; ++r) bulk_g2s(dst + int64_t(r) * ROWB, row_ptr(r0 + r), ROWB, bar + k % NST, pol);
-    }
+    bulk_g2s(dst, row_ptr(r0), uint32_t(nr) * ROWB, bar + k % NST, pol);
   };
   if (tid == 0) {
     for (int k = 0; k < NST; ++k) mbar_init(bar + k, 1);
