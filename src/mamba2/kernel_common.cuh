@@ -18,6 +18,13 @@ using cuda_util::Traits;
 
 enum class Mode : int { decode, snapshot, materialize, flush, step, commit, prefill };
 
+// Shared-memory byte offsets of one block of the bulk-copy replay kernel
+// (replay1_kernel.cuh::replay1_smem), computed once on the host.
+struct Replay1Layout {
+  int32_t stage, bar, Cs, Bw, BC, Bf, dh, dwin, Ah, Dh, coef, dec, fw, fdec, part, hist, Bh, xh, xwin, zs, bytes;
+  int32_t Pp, nhp;  // P rounded up to 8, heads rounded up to 4 (16-byte chunks)
+};
+
 // Everything a launch needs; passed by value (well under the 4 KiB limit).
 struct Params {
   int64_t B = 0, S = 0, tokens = 0;
@@ -64,6 +71,7 @@ struct Params {
   // q_scale_off of the tile, the nvfp4 tile scale (fp32) at q_t_off.
   bool dual = false;
   int64_t q_scale_off = 0, q_srb = 0, q_t_off = 0;
+  Replay1Layout r1{};  // replay1_kernel.cuh only
 };
 
 // ---------------------------------------------------------------------------

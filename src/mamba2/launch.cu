@@ -296,8 +296,8 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
   t.hchunks = p.hpg / hb;
   t.pchunks = 1;
   t.blocks = p.B * p.G * t.hchunks;
-  const int64_t smem = kern::replay1_smem(p.L, p.R, hb, p.P, as, ss, p.stages).bytes;
-  const LaunchCfg c = config(fn, p, t, smem, exec, 1, info);
+  p.r1 = kern::replay1_smem(p.L, p.R, hb, p.P, as, ss, p.stages);
+  const LaunchCfg c = config(fn, p, t, p.r1.bytes, exec, 1, info);
   dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_replay1<SD, AD>(p, c); });
 }
 

@@ -40,22 +40,19 @@ inline constexpr int R1_MAX_STAGES = 4;  // sweep stages in flight (one mbarrier
 RSSM_M2_HD int replay1_batch_rows(int state_size) { return R1_RB * (32 / (R1_N * state_size / 16)); }
 RSSM_M2_HD int replay1_sweep_rows(int state_size) { return KERNEL_WARPS * replay1_batch_rows(state_size); }
 
-// Shared-memory layout (byte offsets) of one block: the state stage (HB heads
-// × P rows), the whole ring (R entries) and the per-step arrays.
-struct Replay1Smem {
-  int64_t stage, bar, Cs, Bw, BC, Bf, dh, dwin, Ah, Dh, coef, dec, fw, fdec, part, hist, Bh, xh, xwin, zs, bytes;
-  int Pp, nhp;  // P rounded up to 8, HB rounded up to 4 (16-byte chunks)
-};
-RSSM_M2_HD Replay1Smem replay1_smem(int L, int R, int nh, int P, int act_size, int state_size, int stages) {
-  Replay1Smem m{};
+// Shared-memory layout (byte offsets) of one block: the sweep stages, the
+// whole ring (R entries) and the per-step arrays; computed on the host and
+// passed in Params::r1 (recomputing it took ~250 instructions per thread).
+inline Replay1Layout replay1_smem(int L, int R, int nh, int P, int act_size, int state_size, int stages) {
+  Replay1Layout m{};
   int64_t o = int64_t(stages) * replay1_sweep_rows(state_size) * R1_N * state_size;  // sweep stages
   m.stage = 0;
   auto take = [&](int64_t bytes) {
-    const int64_t at = o;
+    const int32_t at = int32_t(o);
     o += (bytes + 15) / 16 * 16;
     return at;
   };
-  m.bar = o;
+  m.bar = int32_t(o);
   o += 8 * R1_MAX_STAGES;
   m.Pp = (P + 7) / 8 * 8;
   m.nhp = (nh + 3) / 4 * 4;
@@ -77,7 +74,7 @@ RSSM_M2_HD Replay1Smem replay1_smem(int L, int R, int nh, int P, int act_size, i
   m.xh = take(int64_t(act_size) * R * nh * m.Pp);
   m.xwin = take(int64_t(act_size) * nh * m.Pp);
   m.zs = take(int64_t(act_size) * nh * m.Pp);
-  m.bytes = o;
+  m.bytes = int32_t(o);  // < 2^31: bounded by launch.cu::replay1_fits
   return m;
 }
 
@@ -128,7 +125,7 @@ mamba2_replay1_kernel(const Params p) {
   const BlockPos bp = block_pos(p);
   const int nh = bp.nh, P = p.P, L = p.L, R = p.R, NH = p.nh;
   const int NST = p.stages;
-  const Replay1Smem m = replay1_smem(L, R, NH, P, int(sizeof(at_t)), int(sizeof(st_t)), NST);
+  const Replay1Layout& m = p.r1;  // host-computed (replay1_smem)
   const char* stage = base + m.stage;
   uint64_t* bar = reinterpret_cast<uint64_t*>(base + m.bar);
   float* Cs = reinterpret_cast<float*>(base + m.Cs);
