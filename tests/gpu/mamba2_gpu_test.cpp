@@ -424,13 +424,16 @@ TEST(Mamba2Gpu, GraphReplayChangingAcceptances) {
 // leaving and joining (after a varlen prefill) mid-stream. Oracle: the fast
 // CPU backend on host copies (itself checked against the fp64 reference by
 // the CPU tests); outputs every step, pool after every step that flushed.
-TEST(Mamba2Gpu, SpeculativeLongRunModelShapes) {
+class Mamba2GpuSpeculativeLongRun : public GpuTestPart {};
+TEST_P(Mamba2GpuSpeculativeLongRun, ModelShapes) {
   RSSM_SKIP_WITHOUT_GPU();
-  std::mt19937 rng(37);
   const Dtypes d{DType::f32, DType::bf16, DType::f32};
   const double t = 2 * tol(d.state, d.act);  // GPU fp32 vs CPU fp32: both within tol of fp64
   const Exec cpu{Backend::cpu};
+  int item = 0;
   for (const Shape& s : MODEL_SHAPES) {
+    std::mt19937 rng(37 + item);  // one stream per shape, so the parts split the shapes
+    if (!mine(item++)) continue;
     const std::string what = "H" + std::to_string(s.H) + " P" + std::to_string(s.P);
     const int64_t L = 16, Tmax = 8, S = 5;
     Pool pool(rng, S, s, d, L, Tmax);
@@ -496,6 +499,7 @@ TEST(Mamba2Gpu, SpeculativeLongRunModelShapes) {
     EXPECT_GE(flushes, 100) << what;
   }
 }
+RSSM_GPU_TEST_PARTS(Mamba2GpuSpeculativeLongRun);
 
 // Bad slot and bad accepted count: the status bit is set, the row skipped
 // (no state, ring or cursor change), the other rows are correct.
