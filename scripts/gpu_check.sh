@@ -184,7 +184,7 @@ gtest_run() {
 # The GPU tests spend most of their time in the fp64 CPU reference, so they
 # run as TEST_SHARDS parallel GoogleTest shards (one process each).
 stage_test() {
-  local rc=0 bin=$BUILD_DIR/replayssm_gpu_tests shards=${TEST_SHARDS:-8} i pids=()
+  local rc=0 bin=$BUILD_DIR/replayssm_gpu_tests shards=${TEST_SHARDS:-16} i pids=()
   [[ -x $bin ]] || { echo "missing $bin"; return 1; }
   for ((i = 0; i < shards; i++)); do
     GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "$(fit 300)" "$bin" \

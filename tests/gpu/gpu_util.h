@@ -16,6 +16,18 @@ namespace replayssm::test {
 
 #define RSSM_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(expr)
 
+// A long test split into GPU_TEST_PARTS value-parameterised parts, so that
+// GoogleTest sharding (scripts/gpu_check.sh runs one shard per core) can
+// spread it: part p runs the items i of the test's loop with i % parts == p,
+// and every item keeps the seed it had in the unsplit loop.
+inline constexpr int GPU_TEST_PARTS = 4;
+class GpuTestPart : public ::testing::TestWithParam<int> {
+ protected:
+  bool mine(int item) const { return item % GPU_TEST_PARTS == GetParam(); }
+};
+#define RSSM_GPU_TEST_PARTS(suite) \
+  INSTANTIATE_TEST_SUITE_P(Part, suite, ::testing::Range(0, ::replayssm::test::GPU_TEST_PARTS))
+
 // A device tensor with the same shape, dtype and bytes as a HostTensor.
 class DeviceTensor {
  public:

@@ -151,6 +151,23 @@ void expect_pad_zero(const HostTensor& y, int64_t row, int64_t per_row, const st
     if (y.get(i) != 0.0) { ADD_FAILURE() << what << ": pad row output not zero at " << i; return; }
 }
 
+// T = 1 replay steps with commit_all at batch 3 (slots {2, pad, 1}), L = 4 (a
+// flush every fourth step): outputs and the pad row every step, the whole
+// pool at the end, against the fp64 reference.
+void replay_t1_run(std::mt19937& rng, const Shape& s, const Dtypes& d, int steps, const std::string& what) {
+  const double t = tol(d.state, d.act);
+  Pool pool(rng, 4, s, d, 4, 1);
+  for (int step = 0; step < steps; ++step) {
+    Step st(rng, 3, 1, s, d, {2, -1, 1}, step % 2 == 0, pool.layer);
+    mamba2_replay_step(st.host(), pool.host(), Tensor{}, true, ref_exec());
+    mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, Exec{Backend::cuda});
+    const HostTensor y = download(st.dy);
+    EXPECT_LE(err(y, st.y), t) << what << " replay step " << step;
+    expect_pad_zero(y, 1, s.H * s.P, what);
+  }
+  pool.expect_match(t, what + " replay");
+}
+
 // ---------------------------------------------------------------------------
 
 TEST(Mamba2Gpu, DecodeAndReplayAllShapesAndDtypes) {
@@ -176,17 +193,7 @@ TEST(Mamba2Gpu, DecodeAndReplayAllShapesAndDtypes) {
         EXPECT_LE(err(download(pool.dstate), pool.state), t) << what << " decode state";
         EXPECT_EQ(ds.read(), 0);
       }
-      // Replay, T = 1 with commit_all, L = 4: 9 steps (two flushes), pad row.
-      Pool pool(rng, 4, s, d, 4, 1);
-      for (int step = 0; step < 9; ++step) {
-        Step st(rng, 3, 1, s, d, {2, -1, 1}, step % 2 == 0, pool.layer);
-        mamba2_replay_step(st.host(), pool.host(), Tensor{}, true, ref_exec());
-        mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, Exec{Backend::cuda});
-        const HostTensor y = download(st.dy);
-        EXPECT_LE(err(y, st.y), t) << what << " replay step " << step;
-        expect_pad_zero(y, 1, s.H * s.P, what);
-      }
-      pool.expect_match(t, what + " replay");
+      replay_t1_run(rng, s, d, 9, what);  // two flushes
     }
   }
 }
@@ -424,13 +431,16 @@ TEST(Mamba2Gpu, GraphReplayChangingAcceptances) {
 // leaving and joining (after a varlen prefill) mid-stream. Oracle: the fast
 // CPU backend on host copies (itself checked against the fp64 reference by
 // the CPU tests); outputs every step, pool after every step that flushed.
-TEST(Mamba2Gpu, SpeculativeLongRunModelShapes) {
+class Mamba2GpuSpeculativeLongRun : public GpuTestPart {};
+TEST_P(Mamba2GpuSpeculativeLongRun, ModelShapes) {
   RSSM_SKIP_WITHOUT_GPU();
-  std::mt19937 rng(37);
   const Dtypes d{DType::f32, DType::bf16, DType::f32};
   const double t = 2 * tol(d.state, d.act);  // GPU fp32 vs CPU fp32: both within tol of fp64
   const Exec cpu{Backend::cpu};
+  int item = 0;
   for (const Shape& s : MODEL_SHAPES) {
+    std::mt19937 rng(37 + item);  // one stream per shape, so the parts split the shapes
+    if (!mine(item++)) continue;
     const std::string what = "H" + std::to_string(s.H) + " P" + std::to_string(s.P);
     const int64_t L = 16, Tmax = 8, S = 5;
     Pool pool(rng, S, s, d, L, Tmax);
@@ -496,6 +506,7 @@ TEST(Mamba2Gpu, SpeculativeLongRunModelShapes) {
     EXPECT_GE(flushes, 100) << what;
   }
 }
+RSSM_GPU_TEST_PARTS(Mamba2GpuSpeculativeLongRun);
 
 // Bad slot and bad accepted count: the status bit is set, the row skipped
 // (no state, ring or cursor change), the other rows are correct.
@@ -544,19 +555,8 @@ TEST(Mamba2Gpu, ReplayShortRunN128) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(31);
   const Shape s{4, 48, 128, 2};
-  for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}}) {
-    const double t = tol(d.state, d.act);
-    Pool pool(rng, 4, s, d, 4, 1);
-    for (int step = 0; step < 10; ++step) {
-      Step st(rng, 3, 1, s, d, {2, -1, 1}, step % 2 == 0, pool.layer);
-      mamba2_replay_step(st.host(), pool.host(), Tensor{}, true, ref_exec());
-      mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, Exec{Backend::cuda});
-      const HostTensor y = download(st.dy);
-      EXPECT_LE(err(y, st.y), t) << name(d) << " step " << step;
-      expect_pad_zero(y, 1, s.H * s.P, name(d));
-    }
-    pool.expect_match(t, name(d) + " short run");
-  }
+  for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}})
+    replay_t1_run(rng, s, d, 10, name(d) + " short run");
 }
 
 }  // namespace
