@@ -270,8 +270,8 @@ bool replay1_fits(const Params& p, int state_size) {
 
 // Heads per block: the largest power of two dividing the group's heads whose
 // state fits REPLAY1_BLOCK_BYTES, halved while the grid has fewer than eight
-// blocks per SM (small batches: at batch 64, H128, 4 heads per block took
-// 136 µs against 172 with 8, d5d357d's run); stages: as many 32 KiB sweeps
+// blocks per SM (small batches: at batch 64, H128, fp32, 4 heads per block
+// took 138 µs (3a20652's run) against 172 with 8 (d5d357d's)); stages: as many 32 KiB sweeps
 // (2 to 4) as fit next to the ring in REPLAY1_SMEM, two blocks per SM.
 constexpr int64_t REPLAY1_BLOCK_BYTES = 256 * 1024;
 constexpr int64_t REPLAY1_SMEM = 110 * 1024;
@@ -279,12 +279,11 @@ constexpr int64_t REPLAY1_SMEM = 110 * 1024;
 void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec) {
   const DeviceInfo info = device_info(fn);
   const int ss = int(dtype_size(state)), as = int(dtype_size(act));
-  const int64_t budget = REPLAY1_BLOCK_BYTES;
   const int64_t row_bytes = int64_t(kern::R1_N) * ss;
   const int64_t sweep_bytes = kern::replay1_sweep_rows(ss) * row_bytes;
   int hb = 1;
   auto arrays = [&](int h) { return kern::replay1_smem(p.L, p.R, h, p.P, as, ss, 0).bytes; };
-  while (p.hpg % (2 * hb) == 0 && 2 * hb * p.P * row_bytes <= budget && arrays(2 * hb) + 2 * sweep_bytes <= REPLAY1_SMEM)
+  while (p.hpg % (2 * hb) == 0 && 2 * hb * p.P * row_bytes <= REPLAY1_BLOCK_BYTES && arrays(2 * hb) + 2 * sweep_bytes <= REPLAY1_SMEM)
     hb *= 2;
   while (hb > 1 && p.B * p.G * (p.hpg / hb) < 8 * info.sms) hb /= 2;  // small batches: enough blocks
   const int nsw = int(ceil_div(int64_t(hb) * p.P, kern::replay1_sweep_rows(ss)));
@@ -456,7 +455,6 @@ void replay_step(const Mamba2Step& step, const Mamba2Pool& pool, const Tensor& n
   p.jmax = p.L + p.T;
   if (pool.read_copy.defined()) return dual_replay_step(fn, p, pool, step.x.dtype, exec);
   if (replay1_fits(p, int(dtype_size(pool.state.dtype)))) {
-    geometry(fn, p, pool.state.dtype);
     launch_replay1_kernel(fn, p, pool.state.dtype, step.x.dtype, exec);
     return launch_cursor(fn, p, Mode::step, exec);
   }

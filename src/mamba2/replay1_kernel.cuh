@@ -1,19 +1,20 @@
 // T = 1 replay step for N = 128: the block's state arrives by bulk copies.
 //
 // Same step as mamba2_replay_kernel (replay_kernel.cuh) at T = 1. The
-// block's whole state (HB heads × P rows) is requested as soon as the slot
-// is known, by one bulk asynchronous copy (cp.async.bulk, the TMA engine)
-// per sweep of rows into shared memory, each completing on its own
-// mbarrier; so every byte of the block is in flight during the block's
-// dependent chain (slot → cursor → records), which is what bounded the
-// register-streamed and cp.async-staged versions (docs/perf_notes_mamba2.md).
-// The arithmetic follows tools/probe/stream_probe.cu: every lane owns one
+// block's state (HB heads × P rows, one contiguous block of the slot) streams
+// through NST shared-memory stages of one sweep (KERNEL_WARPS × RB rows)
+// each, filled by bulk asynchronous copies (cp.async.bulk, the TMA engine:
+// one instruction per sweep) that complete on one mbarrier per stage. The
+// first NST sweeps are requested as soon as the slot is known, so they fly
+// during the block's dependent chain (slot → cursor → ring → coefficients);
+// a stage is refilled once the block has read it (docs/perf_notes_mamba2.md,
+// v12–v16). The arithmetic follows tools/probe/stream_probe.cu: every lane owns one
 // 16-byte column vector of a row (fp32: 32 lanes per row; bf16 / f16: 16),
 // forms S·C_t for RB rows and sums them with one transposed reduction
 // (RB − 1 + log2(LPR/RB) shuffles for RB rows).
 //
 // Per block (row b, heads [h0, h0 + HB) of one group, all P rows):
-//  1. slot; thread 0 issues the bulk copies of the block's state.
+//  1. slot; thread 0 issues the bulk copies of the first NST sweeps.
 //  2. with the cursor (plain loads; every thread derives the plan): window
 //     inputs (C_t, B_t, δ_t, A, D: batched loads; x_t, z_t: cp.async) and
 //     the whole ring (cp.async), so the records need no round trip of their own.
@@ -32,7 +33,7 @@
 namespace replayssm::mamba2::kern {
 
 inline constexpr int R1_N = 128;  // the one d_state this kernel serves
-inline constexpr int R1_RB = 8;   // row loads in flight per lane
+inline constexpr int R1_RB = 8;   // rows per lane group and warp batch (one transposed reduction)
 inline constexpr int R1_BLOCKS_PER_SM = 2;  // shared memory: 2-4 stages of 32 KiB and the ring
 inline constexpr int R1_MAX_STAGES = 4;  // sweep stages in flight (one mbarrier each)
 
@@ -126,7 +127,7 @@ mamba2_replay1_kernel(const Params p) {
   const int nh = bp.nh, P = p.P, L = p.L, R = p.R, NH = p.nh;
   const int NST = p.stages;
   const Replay1Layout& m = p.r1;  // host-computed (replay1_smem)
-  const char* stage = base + m.stage;
+  char* stage = base + m.stage;
   uint64_t* bar = reinterpret_cast<uint64_t*>(base + m.bar);
   float* Cs = reinterpret_cast<float*>(base + m.Cs);
   float* Bw = reinterpret_cast<float*>(base + m.Bw);
@@ -162,15 +163,16 @@ mamba2_replay1_kernel(const Params p) {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     return;
   }
+  // the block's rows: the slot's heads are one contiguous [H, P, N] block
+  // (launch.cu::replay1_fits), so row r of the block is S + r·N
   st_t* S = static_cast<st_t*>(p.state) + slot * p.st_s + int64_t(bp.h0) * p.st_h;
-  // the slot's heads are one contiguous [H, P, N] block (launch.cu::replay1_fits)
   auto row_ptr = [&](int r) -> st_t* { return S + int64_t(r) * R1_N; };
   constexpr int ROWB = R1_N * int(sizeof(st_t));  // bytes per state row
   constexpr int SW = KERNEL_WARPS * BR;            // rows per sweep
   const int nsw = (rows + SW - 1) / SW;
   // sweep k of rows [k·SW, (k+1)·SW) into stage k % NST, completing on bar[k % NST]
   auto issue_sweep = [&](int k) {
-    char* dst = const_cast<char*>(stage) + int64_t(k % NST) * SW * ROWB;
+    char* dst = stage + int64_t(k % NST) * SW * ROWB;
     const int r0 = k * SW, nr = min(SW, rows - r0);
     mbar_arrive_expect_tx(bar + k % NST, uint32_t(nr) * ROWB);
     bulk_g2s(dst, row_ptr(r0), uint32_t(nr) * ROWB, bar + k % NST, pol);
