@@ -318,7 +318,9 @@ stage_profile() {
   local tmp name cubin
   tmp=$(mktemp -d)
   name=$(grep -m1 -oE '"Kernel Name","[A-Za-z0-9_]+' "$OUT/sass.csv" | sed -E 's/.*","//')
-  (cd "$tmp" && cuobjdump -xelf all "$ROOT/$CLI" > /dev/null 2>&1)
+  local bin=$CLI
+  [[ $bin == /* ]] || bin=$ROOT/$CLI
+  (cd "$tmp" && cuobjdump -xelf all "$bin" > /dev/null 2>&1)
   for cubin in "$tmp"/*sm_90a*.cubin; do
     nvdisasm -g -c "$cubin" > "$tmp/all.txt" 2>/dev/null
     if grep -q "$name" "$tmp/all.txt"; then cp "$tmp/all.txt" "$OUT/sass.txt"; break; fi

@@ -274,6 +274,18 @@ bool replay1_fits(const Params& p, int state_size) {
 // took 138 µs (3a20652's run) against 172 with 8 (d5d357d's)); stages: as many 32 KiB sweeps
 // (2 to 4) as fit next to the ring in REPLAY1_SMEM, two blocks per SM.
 constexpr int64_t REPLAY1_BLOCK_BYTES = 256 * 1024;
+
+// The ring entries by bulk copies (one per entry and array) when each entry's
+// x of a block's hb heads, B of the group and δ of the heads are contiguous,
+// 16-byte aligned runs landing unpadded in shared memory; otherwise the
+// kernel gathers them in 16-byte chunks.
+bool replay1_ring_bulk(const Params& p, int hb, int as) {
+  const int64_t ca = 16 / as;
+  auto al = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  return al(p.rx) && p.rx_h == p.P && p.P % 8 == 0 && p.P % ca == 0 && p.rx_s % ca == 0 && p.rx_r % ca == 0 &&
+         al(p.rB) && p.rB_s % ca == 0 && p.rB_r % ca == 0 && p.rB_g % ca == 0 && al(p.rdt) && p.rdt_s % 4 == 0 &&
+         p.rdt_r % 4 == 0 && hb % 4 == 0 && p.hpg % 4 == 0;
+}
 constexpr int64_t REPLAY1_SMEM = 110 * 1024;
 
 void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec) {
@@ -296,6 +308,7 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
   t.pchunks = 1;
   t.blocks = p.B * p.G * t.hchunks;
   p.r1 = kern::replay1_smem(p.L, p.R, hb, p.P, as, ss, p.stages);
+  p.r1.ring_bulk = replay1_ring_bulk(p, hb, as) ? 1 : 0;
   const LaunchCfg c = config(fn, p, t, p.r1.bytes, exec, 1, info);
   dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_replay1<SD, AD>(p, c); });
 }

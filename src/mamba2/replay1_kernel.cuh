@@ -54,7 +54,7 @@ inline Replay1Layout replay1_smem(int L, int R, int nh, int P, int act_size, int
     return at;
   };
   m.bar = int32_t(o);
-  o += 8 * R1_MAX_STAGES;
+  o += 8 * (R1_MAX_STAGES + 1);  // one per stage, then the ring's
   m.Pp = (P + 7) / 8 * 8;
   m.nhp = (nh + 3) / 4 * 4;
   m.Cs = take(4 * R1_N);
@@ -177,16 +177,37 @@ mamba2_replay1_kernel(const Params p) {
     mbar_arrive_expect_tx(bar + k % NST, uint32_t(nr) * ROWB);
     bulk_g2s(dst, row_ptr(r0), uint32_t(nr) * ROWB, bar + k % NST, pol);
   };
-  if (tid == 0) {
-    for (int k = 0; k < NST; ++k) mbar_init(bar + k, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
+  // With m.ring_bulk the ring's R entries (x of the block's heads, B of the
+  // group, δ of the heads: each one contiguous run) come by bulk copies too,
+  // one lane of warp 0 per entry, completing on rbar; they do not depend on
+  // the cursor (the plan picks records by position).
+  uint64_t* const rbar = bar + R1_MAX_STAGES;
+  const bool rbulk = m.ring_bulk != 0;
+  if (warp == 0) {
+    if (lane == 0) {
+      for (int k = 0; k < NST; ++k) mbar_init(bar + k, 1);
+      if (rbulk) mbar_init(rbar, 1);
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
+      if (rbulk) mbar_arrive_expect_tx(rbar, uint32_t(R) * uint32_t(rows * int(sizeof(at_t)) + R1_N * int(sizeof(at_t)) + 4 * nh));
+    }
+    __syncwarp();
+    if (rbulk) {
+      for (int q = lane; q < R; q += 32) {
+        bulk_g2s(xh + q * NH * Pp, static_cast<const at_t*>(p.rx) + slot * p.rx_s + int64_t(q) * p.rx_r + int64_t(bp.h0) * p.rx_h,
+                 uint32_t(rows * int(sizeof(at_t))), rbar, pol);
+        bulk_g2s(Bh + q * R1_N, static_cast<const at_t*>(p.rB) + slot * p.rB_s + int64_t(q) * p.rB_r + int64_t(bp.g) * p.rB_g,
+                 uint32_t(R1_N * int(sizeof(at_t))), rbar, pol);
+        bulk_g2s(dh + q * nhp, p.rdt + slot * p.rdt_s + int64_t(q) * p.rdt_r + bp.h0, uint32_t(4 * nh), rbar, pol);
+      }
+    }
   }
-  // the lane's vector of row r (in sweep k) from its stage
-  auto srow = [&](int k, int r) {
-    return r < rows ? *reinterpret_cast<const uint4*>(stage + (int64_t(k % NST) * SW + (r - k * SW)) * ROWB + lr * 16)
-                    : make_uint4(0u, 0u, 0u, 0u);
+  // The lane's vectors of sweep k start at srow(k); row u·RPL of the warp's
+  // batch is u·RPL·ROWB further (rows past the block's read stale stage bytes:
+  // their sums are never stored).
+  auto srow = [&](int k) {
+    return stage + (int64_t(k % NST) * SW + warp * BR + sub) * ROWB + lr * 16;
   };
 
   // ---- 2. cursor, window inputs and the whole ring: the ring's R entries
@@ -201,7 +222,8 @@ mamba2_replay1_kernel(const Params p) {
     const at_t* rx = static_cast<const at_t*>(p.rx);
     const at_t* rB = static_cast<const at_t*>(p.rB);
     const int pch = (P + CH - 1) / CH, bch = R1_N / CH, dch = (nh + 3) / 4;
-    const int nW = nh * pch * (p.z ? 2 : 1), nX = R * nh * pch, nB = R * bch, total = nW + nX + nB + R * dch;
+    const int nW = nh * pch * (p.z ? 2 : 1), nX = rbulk ? 0 : R * nh * pch, nB = rbulk ? 0 : R * bch;
+    const int total = nW + nX + nB + (rbulk ? 0 : R * dch);
     for (int i = tid; i < total; i += KERNEL_THREADS) {
       if (i < nW) {
         const bool isz = i >= nh * pch;
@@ -254,6 +276,7 @@ mamba2_replay1_kernel(const Params p) {
     cp_async_wait(0);
     __syncthreads();  // barriers initialised
     for (int k = 0; k < min(NST, nsw); ++k) mbar_wait(bar + k, 0);  // no copy outlives the block
+    if (rbulk) mbar_wait(rbar, 0);
     zero_outputs<AD>(p, bp, b, 0, 1);
     return;
   }
@@ -269,6 +292,7 @@ mamba2_replay1_kernel(const Params p) {
   // history terms hist[r] = D x_t + Σ_j coef_j x_j[p] (the epilogue after the
   // stream is one fma per output).
   cp_async_wait(0);
+  if (rbulk) mbar_wait(rbar, 0);
   __syncthreads();  // ring, x_t, z_t landed
   {  // the step's record at append_start (disjoint from the records read;
      // nothing in this launch uses the entry: other blocks of the row may
@@ -335,12 +359,13 @@ mamba2_replay1_kernel(const Params p) {
   for (int k = 0; k < nsw; ++k) {
     mbar_wait(bar + k % NST, uint32_t(k / NST) & 1u);
     const int r0 = k * SW + warp * BR;
+    const char* const sk = srow(k);
     float a[RB];
 #pragma unroll
     for (int g0 = 0; g0 < RB; g0 += FG) {
       float f[FG][E];
 #pragma unroll
-      for (int u = 0; u < FG; ++u) widen<SD>(srow(k, r0 + (g0 + u) * RPL + sub), f[u]);
+      for (int u = 0; u < FG; ++u) widen<SD>(*reinterpret_cast<const uint4*>(sk + (g0 + u) * RPL * ROWB), f[u]);
       if (flush) {
         int hl[FG], pp[FG];
 #pragma unroll
@@ -352,19 +377,27 @@ mamba2_replay1_kernel(const Params p) {
 #pragma unroll
           for (int e = 0; e < E; ++e) f[u][e] *= fd;
         }
-        for (int j = 0; j < n; ++j) {
-          const int q = pos(j);
-          float bj[E];
+        // w_j = fw_j x_j[p] of LPR records at a time: lane lr of a row's
+        // lanes forms record j0 + lr's, and the record loop takes it by shuffle
+        for (int j0 = 0; j0 < n; j0 += LPR) {
+          const int jw = min(j0 + lr, n - 1), qw = pos(jw), jn = min(LPR, n - j0);
+          float wl[FG];
 #pragma unroll
-          for (int e = 0; e < E; e += 4) {
-            const float4 t4 = *reinterpret_cast<const float4*>(Bf + j * R1_N + lr * E + e);
-            bj[e] = t4.x; bj[e + 1] = t4.y; bj[e + 2] = t4.z; bj[e + 3] = t4.w;
-          }
+          for (int u = 0; u < FG; ++u) wl[u] = fw[hl[u] * L + jw] * Traits<AD>::load(xh[(qw * NH + hl[u]) * Pp + pp[u]]);
+          for (int jl = 0; jl < jn; ++jl) {
+            const int j = j0 + jl;
+            float bj[E];
 #pragma unroll
-          for (int u = 0; u < FG; ++u) {
-            const float w = fw[hl[u] * L + j] * Traits<AD>::load(xh[(q * NH + hl[u]) * Pp + pp[u]]);  // fw_j x_j[p]
+            for (int e = 0; e < E; e += 4) {
+              const float4 t4 = *reinterpret_cast<const float4*>(Bf + j * R1_N + lr * E + e);
+              bj[e] = t4.x; bj[e + 1] = t4.y; bj[e + 2] = t4.z; bj[e + 3] = t4.w;
+            }
 #pragma unroll
-            for (int e = 0; e < E; ++e) f[u][e] = fmaf(1.f, f[u][e], __fmul_rn(w, bj[e]));
+            for (int u = 0; u < FG; ++u) {
+              const float w = __shfl_sync(0xffffffffu, wl[u], jl, LPR);
+#pragma unroll
+              for (int e = 0; e < E; ++e) f[u][e] = fmaf(1.f, f[u][e], __fmul_rn(w, bj[e]));
+            }
           }
         }
 #pragma unroll

@@ -317,6 +317,33 @@ TEST(DeltaGpu, ReplayStep) {
   }
 }
 
+// T = 1 replay and decode at 40 rows, where the launchers pick their
+// production tiles (GDN: a whole key head of 4 value heads per replay block,
+// decode blocks over two stage rounds; KDA: whole heads), not the split tiles
+// that small grids fall back to (the batch-3 tests above).
+TEST(DeltaGpu, ProductionTiles) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(5);
+  uint32_t seed = 60;
+  const Cfg cfgs[] = {{DeltaFamily::gdn, {16, 64, 128, 128}},
+                      {DeltaFamily::gdn, {16, 64, 128, 128}, DType::bf16},
+                      {DeltaFamily::kda, {32, 32, 128, 128}}};
+  for (const Cfg& c : cfgs) {
+    SCOPED_TRACE(name(c) + " 40 rows");
+    replay_run(c, 40, 41, 4, 1, 6, seed++, false);  // L = 4: a flush at step 4
+    const int64_t B = 40, S = 41;
+    Inputs in(c, {B, 1}, rng);
+    Pool pool(c, S, 0, 0, rng, false);
+    Pair slot = make_slots(B, S, 1, -1, rng);
+    delta_decode(c.f, in.step(false, slot, -1), pool.state.ht(), ref_exec());
+    delta_decode(c.f, in.step(true, slot, -1), pool.state.dt(), cuda_exec());
+    sync();
+    expect_close(in.o.fetch(), in.o.h, tol(c), "decode o");
+    pool.expect_equal(c, "decode");
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 class DeltaGpuSpeculativeWindows : public GpuTestPart {};
 TEST_P(DeltaGpuSpeculativeWindows, MatchCpu) {
   RSSM_SKIP_WITHOUT_GPU();

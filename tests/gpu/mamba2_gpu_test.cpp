@@ -154,11 +154,20 @@ void expect_pad_zero(const HostTensor& y, int64_t row, int64_t per_row, const st
 // T = 1 replay steps with commit_all at batch 3 (slots {2, pad, 1}), L = 4 (a
 // flush every fourth step): outputs and the pad row every step, the whole
 // pool at the end, against the fp64 reference.
-void replay_t1_run(std::mt19937& rng, const Shape& s, const Dtypes& d, int steps, const std::string& what) {
+// With B > 3 rows: B + 1 slots (B + 1 prime to 7), row b on slot 7b mod (B + 1),
+// row 1 a pad row: the batch sizes at which the launchers pick their
+// production tiles (multi-head blocks), not the small-grid fallbacks.
+void replay_t1_run(std::mt19937& rng, const Shape& s, const Dtypes& d, int steps, const std::string& what,
+                   int64_t B = 3) {
   const double t = tol(d.state, d.act);
-  Pool pool(rng, 4, s, d, 4, 1);
+  std::vector<int64_t> rows = {2, -1, 1};
+  if (B > 3) {
+    rows.clear();
+    for (int64_t b = 0; b < B; ++b) rows.push_back(b == 1 ? -1 : b * 7 % (B + 1));
+  }
+  Pool pool(rng, std::max<int64_t>(4, B + 1), s, d, 4, 1);
   for (int step = 0; step < steps; ++step) {
-    Step st(rng, 3, 1, s, d, {2, -1, 1}, step % 2 == 0, pool.layer);
+    Step st(rng, B, 1, s, d, rows, step % 2 == 0, pool.layer);
     mamba2_replay_step(st.host(), pool.host(), Tensor{}, true, ref_exec());
     mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, Exec{Backend::cuda});
     const HostTensor y = download(st.dy);
@@ -507,6 +516,33 @@ TEST_P(Mamba2GpuSpeculativeLongRun, ModelShapes) {
   }
 }
 RSSM_GPU_TEST_PARTS(Mamba2GpuSpeculativeLongRun);
+
+// The T = 1 replay at a batch where the launcher takes its production tiles:
+// Mamba-2 H128·P64·N128 at 72 rows gets bulk-copy blocks of 8 heads (fp32;
+// bf16 likewise) with the ring fetched by bulk copies (launch.cu::
+// replay1_ring_bulk); the small batches of the other tests run one head per
+// block and gather the ring. Two flushes (L = 4), against the fp64 reference.
+TEST(Mamba2Gpu, ReplayProductionTiles) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(41);
+  const Shape s{128, 64, 128, 8};
+  for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}}) {
+    replay_t1_run(rng, s, d, 9, name(d) + " 72 rows", 72);
+    // the baseline decode at the same batch
+    Pool pool(rng, 73, s, d, 4, 1);
+    std::vector<int64_t> rows;
+    for (int64_t b = 0; b < 72; ++b) rows.push_back(b == 1 ? -1 : b * 7 % 73);
+    Step st(rng, 72, 1, s, d, rows, true, pool.layer);
+    mamba2_decode(st.host(), pool.state, ref_exec());
+    DeviceStatus ds;
+    mamba2_decode(st.dev(), pool.dstate, ds.exec());
+    const HostTensor y = download(st.dy);
+    EXPECT_LE(err(y, st.y), tol(d.state, d.act)) << name(d) << " decode, 72 rows";
+    expect_pad_zero(y, 1, s.H * s.P, "decode pad row");
+    EXPECT_LE(err(download(pool.dstate), pool.state), tol(d.state, d.act)) << name(d) << " decode state, 72 rows";
+    EXPECT_EQ(ds.read(), 0);
+  }
+}
 
 // Bad slot and bad accepted count: the status bit is set, the row skipped
 // (no state, ring or cursor change), the other rows are correct.
