@@ -54,7 +54,7 @@ inline Replay1Layout replay1_smem(int L, int R, int nh, int P, int act_size, int
     return at;
   };
   m.bar = int32_t(o);
-  o += 8 * (R1_MAX_STAGES + 1);  // one per stage, then the ring's
+  o += (8 * (R1_MAX_STAGES + 1) + 15) / 16 * 16;  // one per stage, then the ring's (16-byte aligned after)
   m.Pp = (P + 7) / 8 * 8;
   m.nhp = (nh + 3) / 4 * 4;
   m.Cs = take(4 * R1_N);
