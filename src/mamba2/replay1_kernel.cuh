@@ -54,7 +54,9 @@ inline Replay1Layout replay1_smem(int L, int R, int nh, int P, int act_size, int
     return at;
   };
   m.bar = int32_t(o);
-  o += (8 * (R1_MAX_STAGES + 1) + 15) / 16 * 16;  // one per stage, then the ring's (16-byte aligned after)
+  o += 8 * (R1_MAX_STAGES + 1);  // one per stage, then the ring's
+  m.cnt = int32_t(o);             // per stage: warps that have read it (monotonic)
+  o += (4 * R1_MAX_STAGES + 15) / 16 * 16;
   m.Pp = (P + 7) / 8 * 8;
   m.nhp = (nh + 3) / 4 * 4;
   m.Cs = take(4 * R1_N);
@@ -129,6 +131,7 @@ mamba2_replay1_kernel(const Params p) {
   const Replay1Layout& m = p.r1;  // host-computed (replay1_smem)
   char* stage = base + m.stage;
   uint64_t* bar = reinterpret_cast<uint64_t*>(base + m.bar);
+  int* done = reinterpret_cast<int*>(base + m.cnt);
   float* Cs = reinterpret_cast<float*>(base + m.Cs);
   float* Bw = reinterpret_cast<float*>(base + m.Bw);
   float* BC = reinterpret_cast<float*>(base + m.BC);
@@ -185,7 +188,10 @@ mamba2_replay1_kernel(const Params p) {
   const bool rbulk = m.ring_bulk != 0;
   if (warp == 0) {
     if (lane == 0) {
-      for (int k = 0; k < NST; ++k) mbar_init(bar + k, 1);
+      for (int k = 0; k < NST; ++k) {
+        mbar_init(bar + k, 1);
+        done[k] = 0;
+      }
       if (rbulk) mbar_init(rbar, 1);
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -416,19 +422,26 @@ mamba2_replay1_kernel(const Params p) {
         a[g0 + u] = sum;
       }
     }
+    // The warp has read its rows of stage k % NST: the last warp to do so
+    // refills it with sweep k + NST (no block barrier per sweep: the other
+    // warps go on to the next stage).
+    __syncwarp();
+    if (lane == 0) {
+      __threadfence_block();
+      if (atomicAdd(done + k % NST, 1) % KERNEL_WARPS == KERNEL_WARPS - 1 && k + NST < nsw) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        issue_sweep(k + NST);
+      }
+    }
     cuda_util::transpose_sum<RB, LPR>(a, lr);
     if ((lr & (LPR / RB - 1)) == 0) {
       const int r = r0 + (lr / (LPR / RB)) * RPL + sub;
       if (r < rows) part[r] = a[0];
     }
-    __syncthreads();  // stage k % NST consumed: refill it with sweep k + NST
-    if (tid == 0 && k + NST < nsw) {
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      issue_sweep(k + NST);
-    }
   }
+  __syncthreads();  // part complete
 
-  // ---- 5. outputs y = dec·part + hist, gate (part, hist ordered by the last sweep's barrier)
+  // ---- 5. outputs y = dec·part + hist, gate
   for (int i = tid; i < rows; i += KERNEL_THREADS) {
     const int hl = i / P, pp = i - hl * P;
     float yv = fmaf(part[i], dec[hl], hist[i]);
