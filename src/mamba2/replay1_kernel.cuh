@@ -53,10 +53,9 @@ inline Replay1Layout replay1_smem(int L, int R, int nh, int P, int act_size, int
     o += (bytes + 15) / 16 * 16;
     return at;
   };
-  m.bar = int32_t(o);
-  o += 8 * (R1_MAX_STAGES + 1);  // one per stage, then the ring's
-  m.cnt = int32_t(o);             // per stage: warps that have read it (monotonic)
-  o += (4 * R1_MAX_STAGES + 15) / 16 * 16;
+  // every region starts 16-byte aligned (take rounds each size up)
+  m.bar = take(8 * (R1_MAX_STAGES + 1));  // mbarriers: one per stage, then the ring's
+  m.cnt = take(4 * R1_MAX_STAGES);        // per stage: warps that have read it (monotonic)
   m.Pp = (P + 7) / 8 * 8;
   m.nhp = (nh + 3) / 4 * 4;
   m.Cs = take(4 * R1_N);
