@@ -544,6 +544,47 @@ TEST(Mamba2Gpu, ReplayProductionTiles) {
   }
 }
 
+// More items than resident blocks on a small shape (80 rows × 4 items of
+// one head on 2 blocks per SM: the persistent bulk-copy kernel runs several
+// items per block and fetches each next item's first sweeps during the
+// current one), small enough for compute-sanitizer; then the same batch with
+// three rows rejected on the device (an uncommitted window): their outputs
+// are zero, their slots untouched, and every other row equals the reference
+// run with those rows padded (a rejected item consumes its prefetched sweeps
+// and the block's stream stays in step).
+TEST(Mamba2Gpu, ReplayManyItems) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(43);
+  const Shape s{4, 48, 128, 2};
+  const Dtypes d{DType::f32, DType::bf16, DType::f32};
+  replay_t1_run(rng, s, d, 9, "80 rows", 80);
+  Pool pool(rng, 81, s, d, 4, 2);
+  const std::vector<int64_t> bad = {5, 17, 40};
+  {
+    Step w(rng, 3, 2, s, d, bad, false, pool.layer);  // a window of 2, left uncommitted
+    mamba2_replay_step(w.host(), pool.host(), Tensor{}, false, ref_exec());
+    mamba2_replay_step(w.dev(), pool.dev(), Tensor{}, false, Exec{Backend::cuda});
+  }
+  for (int step = 0; step < 3; ++step) {
+    std::vector<int64_t> rows, ref_rows;
+    for (int64_t b = 0; b < 80; ++b) {
+      const int64_t sl = b == 1 ? -1 : b * 7 % 81;
+      rows.push_back(sl);
+      ref_rows.push_back(std::find(bad.begin(), bad.end(), sl) != bad.end() ? -1 : sl);
+    }
+    Step st(rng, 80, 1, s, d, rows, true, pool.layer);
+    const HostTensor ref_slot = index_tensor(ref_rows);
+    Mamba2Step h = st.host();
+    h.slot = ref_slot;
+    mamba2_replay_step(h, pool.host(), Tensor{}, true, ref_exec());
+    DeviceStatus ds;
+    mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, ds.exec());
+    EXPECT_NE(ds.read() & STATUS_UNCOMMITTED, 0) << "step " << step;
+    EXPECT_LE(err(download(st.dy), st.y), tol(d.state, d.act)) << "rejected rows, step " << step;
+  }
+  pool.expect_match(tol(d.state, d.act), "rejected rows");
+}
+
 // Bad slot and bad accepted count: the status bit is set, the row skipped
 // (no state, ring or cursor change), the other rows are correct.
 // ODD runs the shared-memory-staged replay kernel, {4, 48, 128, 2} the
