@@ -21,7 +21,7 @@ enum class Mode : int { decode, snapshot, materialize, flush, step, commit, pref
 // Shared-memory byte offsets of one block of the bulk-copy replay kernel
 // (replay1_kernel.cuh::replay1_smem), computed once on the host.
 struct Replay1Layout {
-  int32_t stage, bar, cnt, nxt, Cs, Bw, BC, Bf, dh, dwin, Ah, Dh, coef, dec, fw, fdec, part, hist, Bh, xh, xwin, zs, bytes;
+  int32_t stage, bar, Cs, Bw, BC, Bf, dh, dwin, Ah, Dh, coef, dec, fw, fdec, part, hist, Bh, xh, xwin, zs, bytes;
   int32_t Pp, nhp;  // P rounded up to 8, heads rounded up to 4 (16-byte chunks)
   int32_t ring_bulk;  // 1: the ring entries are fetched by bulk copies (launch.cu::replay1_ring_bulk)
 };
@@ -299,7 +299,8 @@ struct BlockPos {
   int p0, np;  // head-dim rows [p0, p0 + np)
 };
 
-__device__ __forceinline__ BlockPos block_pos(const Params& p, int64_t i) {
+__device__ __forceinline__ BlockPos block_pos(const Params& p) {
+  int64_t i = blockIdx.x;
   BlockPos bp;
   bp.pc = int(i % p.pchunks); i /= p.pchunks;
   bp.hc = int(i % p.hchunks); i /= p.hchunks;
@@ -311,7 +312,6 @@ __device__ __forceinline__ BlockPos block_pos(const Params& p, int64_t i) {
   bp.np = min(p.np, p.P - bp.p0);
   return bp;
 }
-__device__ __forceinline__ BlockPos block_pos(const Params& p) { return block_pos(p, blockIdx.x); }
 // The one block of a row that reports device status (avoids B·G·… atomics).
 __device__ __forceinline__ bool reporter(const BlockPos& bp) {
   return bp.g == 0 && bp.hc == 0 && bp.pc == 0 && threadIdx.x == 0;

@@ -306,8 +306,7 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
   t.np = p.P;
   t.hchunks = p.hpg / hb;
   t.pchunks = 1;
-  // persistent blocks (replay1_kernel.cuh): as many as are resident at once
-  t.blocks = std::min<int64_t>(p.B * p.G * t.hchunks, int64_t(kern::R1_BLOCKS_PER_SM) * info.sms);
+  t.blocks = p.B * p.G * t.hchunks;
   p.r1 = kern::replay1_smem(p.L, p.R, hb, p.P, as, ss, p.stages);
   p.r1.ring_bulk = replay1_ring_bulk(p, hb, as) ? 1 : 0;
   const LaunchCfg c = config(fn, p, t, p.r1.bytes, exec, 1, info);

@@ -55,8 +55,6 @@ inline Replay1Layout replay1_smem(int L, int R, int nh, int P, int act_size, int
   };
   // every region starts 16-byte aligned (take rounds each size up)
   m.bar = take(8 * (R1_MAX_STAGES + 1));  // mbarriers: one per stage, then the ring's
-  m.cnt = take(4 * R1_MAX_STAGES);        // per stage: warps that have read it (monotonic)
-  m.nxt = take(16);                       // the block's next item: slot (-1: none to prefetch), first head
   m.Pp = (P + 7) / 8 * 8;
   m.nhp = (nh + 3) / 4 * 4;
   m.Cs = take(4 * R1_N);
@@ -125,13 +123,12 @@ mamba2_replay1_kernel(const Params p) {
   constexpr int CH = 16 / int(sizeof(at_t));
   extern __shared__ float4 smem4[];
   char* base = reinterpret_cast<char*>(smem4);
-  const int nh = p.nh, P = p.P, L = p.L, R = p.R, NH = p.nh;  // every item has p.nh heads (hb | hpg)
+  const BlockPos bp = block_pos(p);
+  const int nh = bp.nh, P = p.P, L = p.L, R = p.R, NH = p.nh;
   const int NST = p.stages;
   const Replay1Layout& m = p.r1;  // host-computed (replay1_smem)
   char* stage = base + m.stage;
   uint64_t* bar = reinterpret_cast<uint64_t*>(base + m.bar);
-  int* done = reinterpret_cast<int*>(base + m.cnt);
-  int64_t* nxt = reinterpret_cast<int64_t*>(base + m.nxt);
   float* Cs = reinterpret_cast<float*>(base + m.Cs);
   float* Bw = reinterpret_cast<float*>(base + m.Bw);
   float* BC = reinterpret_cast<float*>(base + m.BC);
@@ -152,69 +149,47 @@ mamba2_replay1_kernel(const Params p) {
   at_t* zs = reinterpret_cast<at_t*>(base + m.zs);
   const int Pp = m.Pp, nhp = m.nhp;
 
+  const int64_t b = bp.row;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int lr = lane & (LPR - 1), sub = lane / LPR;
   const int rows = nh * P;
   const uint64_t pol = evict_first_policy();
+
+  // ---- 1. slot, first batch of state rows
+  const int64_t slot = row_slot(p, b);
+  int32_t bits = 0;
+  if (check_slot(p, slot, &bits) != ROW_OK) {
+    zero_outputs<AD>(p, bp, b, 0, 1);  // the cursor kernel reports the status
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    return;
+  }
+  // the block's rows: the slot's heads are one contiguous [H, P, N] block
+  // (launch.cu::replay1_fits), so row r of the block is S + r·N
+  st_t* S = static_cast<st_t*>(p.state) + slot * p.st_s + int64_t(bp.h0) * p.st_h;
+  auto row_ptr = [&](int r) -> st_t* { return S + int64_t(r) * R1_N; };
   constexpr int ROWB = R1_N * int(sizeof(st_t));  // bytes per state row
   constexpr int SW = KERNEL_WARPS * BR;            // rows per sweep
-  const int nsw = (rows + SW - 1) / SW;            // sweeps per item (>= NST: launch.cu)
-  // Sweep kl of the item whose rows start at Sx (rows [kl·SW, (kl+1)·SW)),
-  // the block's kg-th sweep: into stage kg % NST, completing on bar[kg % NST].
-  auto issue_sweep = [&](const st_t* Sx, int kl, int kg) {
-    char* dst = stage + int64_t(kg % NST) * SW * ROWB;
-    const int r0 = kl * SW, nr = min(SW, rows - r0);
-    mbar_arrive_expect_tx(bar + kg % NST, uint32_t(nr) * ROWB);
-    bulk_g2s(dst, Sx + int64_t(r0) * R1_N, uint32_t(nr) * ROWB, bar + kg % NST, pol);
+  const int nsw = (rows + SW - 1) / SW;
+  // sweep k of rows [k·SW, (k+1)·SW) into stage k % NST, completing on bar[k % NST]
+  auto issue_sweep = [&](int k) {
+    char* dst = stage + int64_t(k % NST) * SW * ROWB;
+    const int r0 = k * SW, nr = min(SW, rows - r0);
+    mbar_arrive_expect_tx(bar + k % NST, uint32_t(nr) * ROWB);
+    bulk_g2s(dst, row_ptr(r0), uint32_t(nr) * ROWB, bar + k % NST, pol);
   };
-  // With m.ring_bulk the ring's R entries (x of the item's heads, B of the
+  // With m.ring_bulk the ring's R entries (x of the block's heads, B of the
   // group, δ of the heads: each one contiguous run) come by bulk copies too,
   // one lane of warp 0 per entry, completing on rbar; they do not depend on
   // the cursor (the plan picks records by position).
   uint64_t* const rbar = bar + R1_MAX_STAGES;
   const bool rbulk = m.ring_bulk != 0;
-  if (tid == 0) {
-    for (int k = 0; k < NST; ++k) {
-      mbar_init(bar + k, 1);
-      done[k] = 0;
-    }
-    if (rbulk) mbar_init(rbar, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-
-  // Persistent blocks: items (row b, heads [h0, h0 + nh) of group g)
-  // blockIdx.x, blockIdx.x + gridDim.x, ... The state sweeps run as one
-  // stream across the block's items: the refills at the end of an item
-  // fetch the first NST sweeps of the next, so they fly during the item's
-  // last sweeps, its epilogue and the next item's dependent chain
-  // (cursor → plan → coefficients).
-  const int64_t items = p.B * p.G * p.hchunks;
-  int K0 = 0;         // the block's sweeps before this item's (stage K0 % NST, phase (K0 / NST) & 1)
-  int pre = 0;        // sweeps of this item issued by the previous one
-  uint32_t rpar = 0;  // phase of rbar
-  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-  __syncthreads();  // the previous item's arrays are read (first item: barriers initialised)
-  const BlockPos bp = block_pos(p, item);
-  const int64_t b = bp.row;
-  const bool last = item + gridDim.x >= items;
-
-  // ---- 1. slot, first sweeps of state rows (unless the previous item
-  // issued them), the ring; the next item's slot
-  const int64_t slot = row_slot(p, b);
-  int32_t bits = 0;
-  if (check_slot(p, slot, &bits) != ROW_OK) {  // (pre == 0: prefetches go to valid slots only)
-    zero_outputs<AD>(p, bp, b, 0, 1);  // the cursor kernel reports the status
-    if (last) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    continue;
-  }
-  // the item's rows: the slot's heads are one contiguous [H, P, N] block
-  // (launch.cu::replay1_fits), so row r of the item is S + r·N
-  st_t* S = static_cast<st_t*>(p.state) + slot * p.st_s + int64_t(bp.h0) * p.st_h;
-  auto row_ptr = [&](int r) -> st_t* { return S + int64_t(r) * R1_N; };
   if (warp == 0) {
     if (lane == 0) {
+      for (int k = 0; k < NST; ++k) mbar_init(bar + k, 1);
+      if (rbulk) mbar_init(rbar, 1);
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      for (int k = pre; k < min(NST, nsw); ++k) issue_sweep(S, k, K0 + k);
+      for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
       if (rbulk) mbar_arrive_expect_tx(rbar, uint32_t(R) * uint32_t(rows * int(sizeof(at_t)) + R1_N * int(sizeof(at_t)) + 4 * nh));
     }
     __syncwarp();
@@ -227,20 +202,13 @@ mamba2_replay1_kernel(const Params p) {
         bulk_g2s(dh + q * nhp, p.rdt + slot * p.rdt_s + int64_t(q) * p.rdt_r + bp.h0, uint32_t(4 * nh), rbar, pol);
       }
     }
-  } else if (tid == 32) {  // the next item's slot and first head (read by the refills after phase 3's barriers)
-    int64_t ns = -1, nh0 = 0;
-    if (!last) {
-      const BlockPos nb = block_pos(p, item + gridDim.x);
-      const int64_t s2 = row_slot(p, nb.row);
-      int32_t nbits = 0;
-      if (check_slot(p, s2, &nbits) == ROW_OK) {
-        ns = s2;
-        nh0 = nb.h0;
-      }
-    }
-    nxt[0] = ns;
-    nxt[1] = nh0;
   }
+  // The lane's vectors of sweep k start at srow(k); row u·RPL of the warp's
+  // batch is u·RPL·ROWB further (rows past the block's read stale stage bytes:
+  // their sums are never stored).
+  auto srow = [&](int k) {
+    return stage + (int64_t(k % NST) * SW + warp * BR + sub) * ROWB + lr * 16;
+  };
 
   // ---- 2. cursor, window inputs and the whole ring: the ring's R entries
   // (x for the block's heads, B of the group, δ) are fetched with the cursor,
@@ -301,18 +269,16 @@ mamba2_replay1_kernel(const Params p) {
   }
   StepPlan plan;
   const int rs = plan_from_cursor(p, cur, acc, &plan, &bits);
-  // The block has read its last row's cursor: the cursor kernel
-  // (programmatic dependent) may start; it waits for this grid before it writes.
-  if (last) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  if (rs != ROW_OK) {  // consume the item's issued copies (none outlives the block; phases stay in step)
+  // Every block has read the row's cursor: the cursor kernel (programmatic
+  // dependent) may start; it waits for this grid before it writes.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (rs != ROW_OK) {
     cp_async_wait(0);
-    for (int k = 0; k < min(NST, nsw); ++k) mbar_wait(bar + (K0 + k) % NST, uint32_t((K0 + k) / NST) & 1u);
-    if (rbulk) mbar_wait(rbar, rpar);
-    K0 += min(NST, nsw);
-    pre = 0;
-    rpar ^= rbulk ? 1u : 0u;
+    __syncthreads();  // barriers initialised
+    for (int k = 0; k < min(NST, nsw); ++k) mbar_wait(bar + k, 0);  // no copy outlives the block
+    if (rbulk) mbar_wait(rbar, 0);
     zero_outputs<AD>(p, bp, b, 0, 1);
-    continue;
+    return;
   }
   const bool flush = plan.flush && !p.dual;
   const int n = flush ? plan.fold_count : plan.hist_count;
@@ -326,8 +292,7 @@ mamba2_replay1_kernel(const Params p) {
   // history terms hist[r] = D x_t + Σ_j coef_j x_j[p] (the epilogue after the
   // stream is one fma per output).
   cp_async_wait(0);
-  if (rbulk) mbar_wait(rbar, rpar);
-  rpar ^= rbulk ? 1u : 0u;
+  if (rbulk) mbar_wait(rbar, 0);
   __syncthreads();  // ring, x_t, z_t landed
   {  // the step's record at append_start (disjoint from the records read;
      // nothing in this launch uses the entry: other blocks of the row may
@@ -392,12 +357,9 @@ mamba2_replay1_kernel(const Params p) {
   // w = fw_j x_j[p] for j = 0 … n−1, as replay_pass and the dual pack kernel.
   constexpr int FG = E == 4 ? RB : RB / 2;
   for (int k = 0; k < nsw; ++k) {
-    const int kg = K0 + k;
-    mbar_wait(bar + kg % NST, uint32_t(kg / NST) & 1u);
+    mbar_wait(bar + k % NST, uint32_t(k / NST) & 1u);
     const int r0 = k * SW + warp * BR;
-    // the lane's vectors: row u·RPL of the warp's batch is u·RPL·ROWB further
-    // (rows past the item's read stale stage bytes: their sums are never stored)
-    const char* const sk = stage + (int64_t(kg % NST) * SW + warp * BR + sub) * ROWB + lr * 16;
+    const char* const sk = srow(k);
     float a[RB];
 #pragma unroll
     for (int g0 = 0; g0 < RB; g0 += FG) {
@@ -454,40 +416,25 @@ mamba2_replay1_kernel(const Params p) {
         a[g0 + u] = sum;
       }
     }
-    // The warp has read its rows of stage kg % NST: the last warp to do so
-    // refills it with the block's sweep kg + NST, this item's or the next
-    // item's (no block barrier per sweep: the other warps go on).
-    __syncwarp();
-    if (lane == 0) {
-      __threadfence_block();
-      if (atomicAdd(done + kg % NST, 1) % KERNEL_WARPS == KERNEL_WARPS - 1) {
-        if (k + NST < nsw) {
-          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-          issue_sweep(S, k + NST, kg + NST);
-        } else if (nxt[0] >= 0) {
-          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-          issue_sweep(static_cast<const st_t*>(p.state) + nxt[0] * p.st_s + nxt[1] * p.st_h, k + NST - nsw, kg + NST);
-        }
-      }
-    }
     cuda_util::transpose_sum<RB, LPR>(a, lr);
     if ((lr & (LPR / RB - 1)) == 0) {
       const int r = r0 + (lr / (LPR / RB)) * RPL + sub;
       if (r < rows) part[r] = a[0];
     }
+    __syncthreads();  // stage k % NST consumed: refill it with sweep k + NST
+    if (tid == 0 && k + NST < nsw) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      issue_sweep(k + NST);
+    }
   }
-  __syncthreads();  // part complete
 
-  // ---- 5. outputs y = dec·part + hist, gate
+  // ---- 5. outputs y = dec·part + hist, gate (part, hist ordered by the last sweep's barrier)
   for (int i = tid; i < rows; i += KERNEL_THREADS) {
     const int hl = i / P, pp = i - hl * P;
     float yv = fmaf(part[i], dec[hl], hist[i]);
     if (p.z) yv = silu_gate(yv, Traits<AD>::load(zs[hl * Pp + pp]));
     st_act<AD>(p.y, b * p.y_b + int64_t(bp.h0 + hl) * p.y_h + pp, yv);
   }
-  K0 += nsw;
-  pre = nxt[0] >= 0 ? min(NST, nsw) : 0;
-  }  // items
 }
 #endif  // __CUDACC__
 

@@ -544,14 +544,12 @@ TEST(Mamba2Gpu, ReplayProductionTiles) {
   }
 }
 
-// More items than resident blocks on a small shape (80 rows × 4 items of
-// one head on 2 blocks per SM: the persistent bulk-copy kernel runs several
-// items per block and fetches each next item's first sweeps during the
-// current one), small enough for compute-sanitizer; then the same batch with
-// three rows rejected on the device (an uncommitted window): their outputs
-// are zero, their slots untouched, and every other row equals the reference
-// run with those rows padded (a rejected item consumes its prefetched sweeps
-// and the block's stream stays in step).
+// More blocks of the bulk-copy kernel than are resident at once, on a
+// small shape (80 rows × 4 one-head blocks), small enough for
+// compute-sanitizer; then the same batch with three rows rejected on the
+// device (an uncommitted window): their outputs are zero, their slots
+// untouched, and every other row equals the reference run with those rows
+// padded (rejected blocks wait for their in-flight copies).
 TEST(Mamba2Gpu, ReplayManyItems) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(43);
