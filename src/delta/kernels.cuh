@@ -33,6 +33,9 @@ template <DType SD, bool KDA> void launch_replay(const ReplayArgs& a, const Laun
 template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l) {
   launch_kernel(delta_replay1_kernel<SD, KDA>, l, a);
 }
+template <DType SD, bool KDA> void launch_replay1_bulk(const ReplayArgs& a, const Launch& l) {
+  launch_kernel(delta_replay1_kernel<SD, KDA, QF_NONE, true>, l, a);
+}
 template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& l) {
   launch_kernel(delta_fold_kernel<SD, KDA>, l, a);
 }
@@ -59,6 +62,8 @@ template <int QF, bool KDA> void launch_replay1_quant(const ReplayArgs& a, const
   template void launch_replay<SD, true>(const ReplayArgs&, const Launch&);              \
   template void launch_replay1<SD, false>(const ReplayArgs&, const Launch&);            \
   template void launch_replay1<SD, true>(const ReplayArgs&, const Launch&);             \
+  template void launch_replay1_bulk<SD, false>(const ReplayArgs&, const Launch&);       \
+  template void launch_replay1_bulk<SD, true>(const ReplayArgs&, const Launch&);        \
   template void launch_fold<SD, false>(const FoldArgs&, const Launch&);                 \
   template void launch_fold<SD, true>(const FoldArgs&, const Launch&);
 

@@ -202,6 +202,7 @@ template <DType SD, bool KDA> struct RecOp { static void run(const RecArgs& a, c
 template <DType SD, bool KDA> struct Decode1Op { static void run(const RecArgs& a, const Launch& l) { launch_decode1<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct ReplayOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct Replay1Op { static void run(const ReplayArgs& a, const Launch& l) { launch_replay1<SD, KDA>(a, l); } };
+template <DType SD, bool KDA> struct Replay1BulkOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay1_bulk<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct FoldOp { static void run(const FoldArgs& a, const Launch& l) { launch_fold<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct DualFoldOp { static void run(const DualArgs& a, const Launch& l) { launch_dual_fold<SD, KDA>(a, l); } };
 
@@ -388,13 +389,25 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     a.nh = tile.nh;
     a.vt = tile.vt;
     a.vtiles = int((d.V + tile.vt - 1) / tile.vt);
-    const size_t smem = size_t(smem_of(tile));
+    // The bulk-copy stream (replay1.cuh, BULK) when K = 128 and every block's
+    // rows are one contiguous, 16-byte aligned run of the state (or copy):
+    // rows of K elements back to back, and whole value heads back to back
+    // when a block spans several.
+    const int64_t ss = int64_t(dtype_size(sd)), vec = 16 / ss;
+    const bool bulk = qf == QF_NONE && d.K == R1B_K && a.st.s2 == d.K &&
+                      (tile.nh == 1 || (tile.vt == d.V && a.st.s1 == d.V * d.K)) &&
+                      reinterpret_cast<uintptr_t>(a.st.p) % 16 == 0 && a.st.s0 % vec == 0 && a.st.s1 % vec == 0;
+    const int rbm = tile.nh * tile.vt;
+    const size_t smem = bulk ? size_t(replay1_layout(kda, int(d.K), int(d.L), tile.nh, rbm, nch, (rbm + rpp - 1) / rpp,
+                                                     r1b_stage_floats(kda, int(ss), rbm)).total * 4)
+                             : size_t(smem_of(tile));
     check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda replay kernel's shared memory");
     const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                                REPLAY1_THREADS, smem, exec);
     if (dual) dual->before();
     if (qf == QF_FP8) kda ? launch_replay1_quant<QF_FP8, true>(a, l) : launch_replay1_quant<QF_FP8, false>(a, l);
     else if (qf == QF_NVFP4) kda ? launch_replay1_quant<QF_NVFP4, true>(a, l) : launch_replay1_quant<QF_NVFP4, false>(a, l);
+    else if (bulk) dispatch<Replay1BulkOp>(sd, kda, a, l);
     else dispatch<Replay1Op>(sd, kda, a, l);
   } else {
     auto smem_of = [&](const ReplayTile& t) {

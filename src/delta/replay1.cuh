@@ -24,17 +24,44 @@
 
 namespace replayssm::delta::cuda_impl {
 
+// The bulk-copy stream (BULK kernels, K = 128, the block's rows one
+// contiguous run of the state): sweeps of R1B_WARPS·RQ·RPL rows land by
+// cp.async.bulk in up to R1B_MAX_STAGES stages of shared memory, one
+// mbarrier each; every lane owns one 16-byte column vector of a row and the
+// two products of RQ rows are summed by one transposed reduction each
+// (cuda_util::transpose_sum), as in the Mamba-2 kernel (mamba2/replay1_kernel.cuh).
+inline constexpr int R1B_K = 128;
+inline constexpr int R1B_MAX_STAGES = 4;
+__host__ __device__ constexpr int r1b_rq(bool kda) { return kda ? 4 : 8; }  // rows per lane group and batch
+__host__ __device__ constexpr int r1b_sweep_rows(bool kda, int state_size) {
+  return (REPLAY1_THREADS / 32) * r1b_rq(kda) * (32 / (R1B_K * state_size / 16));
+}
+// Stages of a block of `rows` rows: the stage budget of the staged kernel
+// (64 KiB; KDA 32 KiB) in sweeps, at most one per sweep of the block.
+__host__ __device__ inline int r1b_stages(bool kda, int state_size, int rows) {
+  const int sweep = r1b_sweep_rows(kda, state_size) * R1B_K * state_size;
+  const int nsw = (rows + r1b_sweep_rows(kda, state_size) - 1) / r1b_sweep_rows(kda, state_size);
+  const int budget = (kda ? 32 : 64) * 1024 / sweep;
+  return max(1, min(min(budget, R1B_MAX_STAGES), nsw));
+}
+__host__ __device__ inline int64_t r1b_stage_floats(bool kda, int state_size, int rows) {
+  return int64_t(r1b_stages(kda, state_size, rows)) * r1b_sweep_rows(kda, state_size) * R1B_K * state_size / 4;
+}
+
 // Shared memory of the T = 1 replay kernel, in floats (stages first: 16-byte
 // aligned). rbm = nh·vt rows, np rows per thread.
 struct Replay1Layout {
-  int64_t stg, kv, kr, qv, uk, uq, e0v, gs, dt, dk, dq, co, eu, e0, beta, misc, vs, hq, total;
+  int64_t stg, bar, kv, kr, qv, uk, uq, e0v, gs, dt, dk, dq, co, eu, e0, beta, misc, vs, hq, total;
 };
+// bulk_floats > 0 (the bulk-copy stream, BULK kernels): the stages are
+// bulk_floats (stages × sweep) and four mbarriers follow.
 __host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, int nh, int rbm, int nch,
-                                                        int np) {
+                                                        int np, int64_t bulk_floats = 0) {
   Replay1Layout l{};
   int64_t o = 0;
   const int64_t L1 = int64_t(L) + 1;
-  l.stg = o; o += stage_floats(nch, np, REPLAY1_THREADS, kda ? REPLAY1_KDA_CHUNKS : 16);
+  l.stg = o; o += bulk_floats > 0 ? bulk_floats : stage_floats(nch, np, REPLAY1_THREADS, kda ? REPLAY1_KDA_CHUNKS : 16);
+  l.bar = o; o += bulk_floats > 0 ? 2 * R1B_MAX_STAGES : 0;
   l.kv = o; o += align4(L1 * K);
   l.kr = o; o += align4(K);
   l.qv = o; o += align4(K);
@@ -56,6 +83,34 @@ __host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, 
   return l;
 }
 
+#ifdef __CUDACC__
+__device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n"
+      "WAIT_%=:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+// `bytes` (a multiple of 16) from 16-byte aligned global src to shared dst,
+// completing on bar, which expects them.
+__device__ __forceinline__ void bulk_g2s_expect(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+#endif
+
 // Elements i .. i+3 of a float tensor of dtype dt (aligned to 4 elements).
 __device__ __forceinline__ float4 load4_any(const void* p, DType dt, int64_t i) {
   if (dt == DType::f32) return *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
@@ -74,9 +129,12 @@ __device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<f
 
 // QF != QF_NONE: the state is a packed fp8 / nvfp4 read copy (dual pools),
 // staged as codes and scales (QStage) and decoded into Row<bf16>'s layout.
-template <DType SD, bool KDA, int QF = QF_NONE>
+// BULK: the state rows stream by bulk copies (launch.cu::replay1_bulk_fits:
+// K = 128, the block's rows contiguous and 16-byte aligned, QF_NONE).
+template <DType SD, bool KDA, int QF = QF_NONE, bool BULK = false>
 __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS : REPLAY1_MIN_BLOCKS)
     delta_replay1_kernel(ReplayArgs a) {
+  static_assert(!BULK || QF == QF_NONE, "bulk stream: plain state rows only");
   constexpr int CHUNKS = KDA ? REPLAY1_KDA_CHUNKS : 16;
   using RW = Row<QF == QF_NONE ? SD : DType::bf16>;
   using ST = std::conditional_t<QF == QF_NONE, Stage<SD, CHUNKS>, QStage<QF, CHUNKS>>;
@@ -110,8 +168,31 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
     return;
   }
   TS* const state = static_cast<TS*>(a.st.p) + s * a.st.s0;
-  const Replay1Layout lay = replay1_layout(KDA, K, L, nh, RBM, ST::NCH, np);
+  // bulk stream: sweeps of SW rows (ROWB bytes each) of the block's rows
+  // (contiguous from BASE), NST stages
+  constexpr int ROWB = R1B_K * int(sizeof(TS));
+  constexpr int SW = r1b_sweep_rows(KDA, int(sizeof(TS)));
+  const int nsw = BULK ? (RB + SW - 1) / SW : 0;
+  const int NST = BULK ? r1b_stages(KDA, int(sizeof(TS)), RBM) : 0;
+  const Replay1Layout lay =
+      replay1_layout(KDA, K, L, nh, RBM, ST::NCH, np, BULK ? r1b_stage_floats(KDA, int(sizeof(TS)), RBM) : 0);
   uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
+  uint64_t* BAR = reinterpret_cast<uint64_t*>(sm + lay.bar);
+  TS* const BASE = state + int64_t(hv0) * a.st.s1 + int64_t(v0) * a.st.s2;  // BULK: row r at BASE + r·K
+  auto issue_sweep = [&](int k) {
+    const int r0 = k * SW, nr = min(SW, RB - r0);
+    bulk_g2s_expect(reinterpret_cast<char*>(STG) + int64_t(k % NST) * SW * ROWB, BASE + int64_t(r0) * R1B_K,
+                    uint32_t(nr) * ROWB, BAR + k % NST);
+  };
+  // early exits: no copy outlives the block
+  auto drain = [&]() {
+    if constexpr (BULK) {
+      __syncthreads();  // barriers initialised
+      for (int k = 0; k < min(NST, nsw); ++k) mbar_wait(BAR + k, 0);
+    } else {
+      cp_async_wait_all();
+    }
+  };
   // Row (value head hv0 + hl, v0 + vl) into stage pi, and read back.
   auto issue_row = [&](int pi, int hl, int vl) {
     const TS* tile = state + int64_t(hv0 + hl) * a.st.s1;
@@ -127,27 +208,36 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
     if constexpr (QF == QF_NONE) ST::read(r, STG, nthr, pi, lane, lpr, K);
     else ST::read(r, STG, nthr, pi, lane, lpr, K, int64_t(v0 + vl) * a.qg.scale_row_bytes);
   };
+  if constexpr (BULK) {
+    if (tid == 0) {
+      for (int k = 0; k < NST; ++k) mbar_init(BAR + k, 1);
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
+    }
+  } else {
 #pragma unroll
-  for (int pi = 0; pi < P; ++pi) {
-    const int rr = pi * rpp + grp;
-    if (pi < np && rr < RB) issue_row(pi, rr / vt, rr % vt);
-    cp_async_commit();
+    for (int pi = 0; pi < P; ++pi) {
+      const int rr = pi * rpp + grp;
+      if (pi < np && rr < RB) issue_row(pi, rr / vt, rr % vt);
+      cp_async_commit();
+    }
   }
 
   RingCursor c = cursor_at(rg, s);
   if (!cursor_ok(rg, c)) {
-    cp_async_wait_all();
+    drain();
     if (reporter) cuda_util::report(a.status, STATUS_RING_OVERFLOW);
     return;
   }
   if (a.acc.p) {
     if (!ring_commit(c, int32_t(idx_at(a.acc, b)))) {
-      cp_async_wait_all();
+      drain();
       if (reporter) cuda_util::report(a.status, STATUS_BAD_ACCEPTED);
       return;
     }
   } else if (c.pending != 0) {
-    cp_async_wait_all();
+    drain();
     if (reporter) cuda_util::report(a.status, STATUS_UNCOMMITTED);
     return;
   }
@@ -411,6 +501,92 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
     HQ[rr] = hq;
   }
   __syncthreads();
+
+  if constexpr (BULK) {
+    // Phase 4 (bulk): sweep k's rows from stage k % NST; warp w takes rows
+    // k·SW + w·BR + u·RPL + sub (u < RQ), lane lr the columns lr·E .. lr·E+E−1.
+    constexpr int E = 16 / int(sizeof(TS)), LPB = R1B_K / E, RPL = 32 / LPB, RQ = r1b_rq(KDA), BR = RQ * RPL;
+    const int lr = lane32 & (LPB - 1), sub = lane32 / LPB;
+    const float kq = MISC[0];
+    const float* const ukp = KDA ? UK : KV + int64_t(n_old) * K;
+    const float* const uqp = KDA ? UQ : QV;
+    float ukr[E], uqr[E], e0r[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      ukr[e] = ukp[lr * E + e];
+      uqr[e] = uqp[lr * E + e];
+      e0r[e] = KDA && flush ? E0V[lr * E + e] : 0.f;
+    }
+    const int64_t d_base = s * rg.d0 + apos * rg.d1 + v0;
+    const int64_t o_base = int64_t(b) * in.o.sb + v0;
+    for (int k = 0; k < nsw; ++k) {
+      mbar_wait(BAR + k % NST, uint32_t(k / NST) & 1u);
+      const int r0 = k * SW + warp * BR;
+      const char* const sk = reinterpret_cast<const char*>(STG) + (int64_t(k % NST) * SW + warp * BR + sub) * ROWB + lr * 16;
+      float ak[RQ], aq[RQ];
+#pragma unroll
+      for (int u = 0; u < RQ; ++u) {
+        const int r = r0 + u * RPL + sub;
+        float f[E];
+        {
+          const uint4 w = r < RB ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
+          const TS* x = reinterpret_cast<const TS*>(&w);
+#pragma unroll
+          for (int e = 0; e < E; ++e) f[e] = Traits<SD>::load(x[e]);
+        }
+        if (flush) {  // fold first: S_h = e^{Λ_h} ⊙ S_0 + Σ_j (d_j c_j) k̂_jᵀ (KDA: c_j in KV)
+          const int rc = min(r, RB - 1), hl = rc / vt;
+#pragma unroll
+          for (int e = 0; e < E; ++e) f[e] *= KDA ? e0r[e] : E0[hl];
+          for (int j = 0; j < n_old; ++j) {
+            const float w = DT[j * RBM + rc];
+            const float* kv = KV + j * K + lr * E;
+#pragma unroll
+            for (int e = 0; e < E; e += 4) {
+              const float4 k4 = *reinterpret_cast<const float4*>(kv + e);
+              f[e] += w * k4.x; f[e + 1] += w * k4.y; f[e + 2] += w * k4.z; f[e + 3] += w * k4.w;
+            }
+          }
+          uint4 out;
+          TS* x = reinterpret_cast<TS*>(&out);
+#pragma unroll
+          for (int e = 0; e < E; ++e) {
+            x[e] = Traits<SD>::store(f[e]);
+            f[e] = Traits<SD>::load(x[e]);  // the outputs read the checkpoint as stored
+          }
+          if (r < RB) __stcs(reinterpret_cast<uint4*>(BASE + int64_t(r) * R1B_K + lr * E), out);
+        }
+        float pk = 0.f, pq = 0.f;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          pk = fmaf(f[e], ukr[e], pk);
+          pq = fmaf(f[e], uqr[e], pq);
+        }
+        ak[u] = pk;
+        aq[u] = pq;
+      }
+      __syncthreads();  // stage k % NST read: refill it with sweep k + NST
+      if (tid == 0 && k + NST < nsw) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        issue_sweep(k + NST);
+      }
+      cuda_util::transpose_sum<RQ, LPB>(ak, lr);
+      cuda_util::transpose_sum<RQ, LPB>(aq, lr);
+      if ((lr & (LPB / RQ - 1)) == 0) {
+        const int r = r0 + (lr / (LPB / RQ)) * RPL + sub;
+        if (r < RB) {
+          const int hl = r / vt, vl = r - hl * vt;
+          const int64_t hv = hv0 + hl;
+          const float e = KDA ? 1.f : EU[hl];
+          const float aqv = e * aq[0] + HQ[r];
+          const float dr = round_to(rg.d_dt, VS[r] - BETA[hl] * e * ak[0]);
+          store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
+          store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aqv + kq * dr);
+        }
+      }
+    }
+    return;
+  }
 
   // Phase 4: stream the rows. Row rr = pi·rpp + grp is (value head hv0 + hl,
   // v0 + vl), advanced without divisions; the refill row (rr + P·rpp) likewise.

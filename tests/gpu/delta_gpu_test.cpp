@@ -344,6 +344,21 @@ TEST(DeltaGpu, ProductionTiles) {
   }
 }
 
+// The T = 1 replay's bulk-copy stream (K = 128) on small heads, both
+// families, fp32 / bf16 states, a flush every fourth step: small enough for
+// compute-sanitizer (scripts/gpu_check.sh SANITIZE_FILTER).
+TEST(DeltaGpu, ReplayBulkSmall) {
+  RSSM_SKIP_WITHOUT_GPU();
+  uint32_t seed = 70;
+  for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda})
+    for (DType st : {DType::f32, DType::bf16}) {
+      const Cfg c{f, {1, 2, 128, 128}, st};
+      SCOPED_TRACE(name(c));
+      replay_run(c, 3, 6, 4, 1, 9, seed++, true);
+      if (::testing::Test::HasFailure()) return;
+    }
+}
+
 class DeltaGpuSpeculativeWindows : public GpuTestPart {};
 TEST_P(DeltaGpuSpeculativeWindows, MatchCpu) {
   RSSM_SKIP_WITHOUT_GPU();
