@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   constexpr int ROWB = R1B_K * int(sizeof(TS));
   constexpr int SW = r1b_sweep_rows(KDA, int(sizeof(TS)));
   const int nsw = BULK ? (RB + SW - 1) / SW : 0;
-  const int NST = BULK ? r1b_stages(KDA, int(sizeof(TS)), RBM) : 0;
+  const int NST = BULK ? r1b_stages(KDA, int(sizeof(TS)), RBM) : 1;
   const Replay1Layout lay =
       replay1_layout(KDA, K, L, nh, RBM, ST::NCH, np, BULK ? r1b_stage_floats(KDA, int(sizeof(TS)), RBM) : 0);
   uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
