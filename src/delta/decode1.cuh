@@ -18,16 +18,17 @@ namespace replayssm::delta::cuda_impl {
 struct Decode1Layout {
   int64_t stg, kn, qn, ka, qa, al, sc, vs, total;
 };
-__host__ __device__ inline Decode1Layout decode1_layout(bool kda, int K, int nh, int rbm, int nch, int np) {
+__host__ __device__ inline Decode1Layout decode1_layout(bool kda, int K, int nh, int rbm, int nch, int np,
+                                                        int kpb = 1) {
   Decode1Layout l{};
   int64_t o = 0;
   l.stg = o; o += stage_floats(nch, np, DECODE1_THREADS);
-  l.kn = o; o += align4(K);
-  l.qn = o; o += align4(K);
+  l.kn = o; o += int64_t(kpb) * align4(K);
+  l.qn = o; o += int64_t(kpb) * align4(K);
   l.ka = o; o += kda ? align4(int64_t(nh) * K) : 0;
   l.qa = o; o += kda ? align4(int64_t(nh) * K) : 0;
   l.al = o; o += kda ? align4(int64_t(nh) * K) : 0;
-  l.sc = o; o += align4(int64_t(nh) * 2 + 1);
+  l.sc = o; o += align4(int64_t(nh) * 2 + kpb);
   l.vs = o; o += align4(rbm);
   l.total = o;
   return l;
@@ -43,10 +44,13 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
   float* sm = reinterpret_cast<float*>(smem4);
   const TokenArgs& in = a.in;
   const int K = in.K, V = in.V, lpr = a.lpr;
-  const int b = blockIdx.z, kh = blockIdx.y;
+  const int b = blockIdx.z, KPB = a.kpb, kh0 = blockIdx.y * KPB;
   const int hgroup = blockIdx.x / a.vtiles, vtile = blockIdx.x % a.vtiles;
   const int nh = a.nh;
-  const int hv0 = kh * in.G + hgroup * nh;
+  const int hv0 = kh0 * in.G + hgroup * nh;
+  // key head of local value head hl: kh0 (GQA), kh0 + hl (G = 1, KPB = nh)
+  auto kx = [&](int hl) { return KPB == 1 ? 0 : hl; };
+  const int AK = (K + 3) & ~3;  // stride of the per-key-head vectors
   const int v0 = vtile * a.vt;
   const int vt = min(a.vt, V - v0);
   const int RB = nh * vt, RBM = nh * a.vt;
@@ -54,7 +58,7 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
   const int nthr = blockDim.x;
   const int grp = tid / lpr, lane = tid % lpr, rpp = nthr / lpr;
   const int np = (RBM + rpp - 1) / rpp;
-  const bool reporter = tid == 0 && blockIdx.x == 0 && kh == 0;
+  const bool reporter = tid == 0 && blockIdx.x == 0 && blockIdx.y == 0;
 
   const int64_t s = idx_at(a.slot, b);
   if (s == a.pad) {
@@ -69,7 +73,7 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
   auto row_ptr = [&](int rr) {
     return state + int64_t(hv0 + rr / vt) * a.st.s1 + int64_t(v0 + rr % vt) * a.st.s2;
   };
-  const Decode1Layout lay = decode1_layout(KDA, K, nh, RBM, ST::NCH, np);
+  const Decode1Layout lay = decode1_layout(KDA, K, nh, RBM, ST::NCH, np, KPB);
   uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
 #pragma unroll
   for (int pi = 0; pi < P; ++pi) {
@@ -78,19 +82,19 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
     cp_async_commit();
   }
 
-  float* KN = sm + lay.kn;  // [K] k̂
-  float* QN = sm + lay.qn;  // [K] q̂
+  float* KN = sm + lay.kn;  // [KPB][AK] k̂
+  float* QN = sm + lay.qn;  // [KPB][AK] q̂
   float* KA = sm + lay.ka;  // KDA [nh][K] α ⊙ k̂
   float* QA = sm + lay.qa;  // KDA [nh][K] α ⊙ q̂
   float* AL = sm + lay.al;  // KDA [nh][K] α
-  float* SC = sm + lay.sc;  // [nh] α (GDN), [nh] β, {k̂·q̂}
+  float* SC = sm + lay.sc;  // [nh] α (GDN), [nh] β, [KPB] k̂·q̂
   float* VS = sm + lay.vs;  // [RBM] v
-  if (warp == 0) {
+  if (warp < KPB) {  // warp w prepares key head kh0 + w
     float ks, kq;
-    warp_prep_qk(in, b, 0, kh, KN, QN, ks, kq);
-    if (lane32 == 0) SC[2 * nh] = kq;
-  } else {  // v, β and gates while warp 0 prepares q̂, k̂
-    const int me = tid - 32, nt = nthr - 32;
+    warp_prep_qk(in, b, 0, kh0 + warp, KN + warp * AK, QN + warp * AK, ks, kq);
+    if (lane32 == 0) SC[2 * nh + warp] = kq;
+  } else {  // v, β and gates while warps 0 .. KPB−1 prepare q̂, k̂
+    const int me = tid - 32 * KPB, nt = nthr - 32 * KPB;
     for (int x = me; x < RB; x += nt) VS[x] = act_at(in.v, b, 0, hv0 + x / vt, v0 + x % vt);
     for (int x = me; x < nh; x += nt) {
       SC[nh + x] = beta_at(in, b, 0, hv0 + x);
@@ -102,18 +106,18 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
   __syncthreads();
   if (KDA) {
     for (int x = tid; x < nh * K; x += nthr) {
-      KA[x] = AL[x] * KN[x % K];
-      QA[x] = AL[x] * QN[x % K];
+      const int hl = x / K, i = x - hl * K;
+      KA[x] = AL[x] * KN[kx(hl) * AK + i];
+      QA[x] = AL[x] * QN[kx(hl) * AK + i];
     }
     __syncthreads();
   }
 
-  const float kq = SC[2 * nh];
   // Row rr = pi·rpp + grp is (value head hv0 + hl, v0 + vl), advanced without
   // divisions; the refill row (rr + P·rpp) likewise. The key vector every row
   // is multiplied with stays in registers (KDA: per head, so when nh == 1).
-  RW uk;  // k̂ (KDA: α ⊙ k̂; with nh == 1)
-  const bool ureg = !KDA || nh == 1;
+  RW uk;  // k̂ (KDA: α ⊙ k̂; with nh == 1; GDN: with one key head)
+  const bool ureg = KDA ? nh == 1 : KPB == 1;
   if (ureg) uk.load_shared(KDA ? KA : KN, lane, lpr, K);
   auto advance = [&](int& h, int& v, int by) {
     v += by;
@@ -133,8 +137,8 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
     RW row;
     if (valid) ST::read(row, STG, nthr, pi, lane, lpr, K);
     else row.zero();
-    float pk = ureg ? row.dot(uk) : row.dot(KA + hc * K, lane, lpr, K);
-    float pq = row.dot(KDA ? QA + hc * K : QN, lane, lpr, K);
+    float pk = ureg ? row.dot(uk) : row.dot(KDA ? KA + hc * K : KN + kx(hc) * AK, lane, lpr, K);
+    float pq = row.dot(KDA ? QA + hc * K : QN + kx(hc) * AK, lane, lpr, K);
     {  // refill the stage just consumed
       const int pn = pi + P;
       if (pn < np && hn < nh)
@@ -145,13 +149,15 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
     pk = group_sum(pk, lpr);
     pq = group_sum(pq, lpr);
     const float alpha = KDA ? 1.f : SC[hc];
+    const float kq = SC[2 * nh + kx(hc)];
     const float d = SC[nh + hc] * (VS[valid ? pi * rpp + grp : 0] - alpha * pk);
     if (KDA) {
       row.scale(AL + hc * K, lane, lpr, K);
-      row.axpy(d, KN, lane, lpr, K);
+      row.axpy(d, KN + kx(hc) * AK, lane, lpr, K);
     } else {
       row.scale(alpha);
-      row.axpy(d, uk);
+      if (ureg) row.axpy(d, uk);
+      else row.axpy(d, KN + kx(hc) * AK, lane, lpr, K);
     }
     if (valid) {
       row.store(state + int64_t(hv0 + hl) * a.st.s1 + int64_t(v0 + vl) * a.st.s2, lane, lpr, K);

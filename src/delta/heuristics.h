@@ -52,26 +52,35 @@ inline constexpr int DECODE1_MIN_BLOCKS = 3;
 // block idle between its burst of loads and its burst of stores; 2: the
 // stages are refilled once, so a block streams twice as long per preparation).
 inline constexpr int DECODE1_STAGE_ROUNDS = 2;
+// KDA without GQA (G = 1): a block's heads are consecutive key heads
+// (kpb = nh), each with its own q̂, k̂ (so a block streams two stage rounds
+// of rows per preparation, as GDN's blocks of one key head's value heads).
 struct DecodeTile {
-  int nh;  // value heads per block (a divisor of G)
-  int vt;  // rows of V per head per block (a multiple of the lane groups)
+  int nh;   // value heads per block (a divisor of G; G = 1: of H)
+  int vt;   // rows of V per head per block (a multiple of the lane groups)
+  int kpb;  // key heads per block (nh when G = 1, else 1)
 };
-inline DecodeTile decode1_tile(int64_t B, int64_t H, int64_t G, int64_t V, int lpr, int nch, int sm_count) {
+inline DecodeTile decode1_tile(int64_t B, int64_t H, int64_t G, int64_t V, int lpr, int nch, int sm_count,
+                               bool kda) {
   const int rpp = DECODE1_THREADS / lpr, cap = DECODE1_STAGE_ROUNDS * (16 / nch) * rpp;
-  DecodeTile t{1, int(V)};
+  const int64_t span = G > 1 ? G : kda ? H : 1;  // heads a block may cover
+  DecodeTile t{1, int(V), 1};
   if (V > cap) {
     t.vt = cap;
   } else {
-    int n = int(G);
-    while (n > 1 && (G % n || n * V > cap)) --n;
+    int n = int(span);
+    while (n > 1 && (span % n || n * V > cap)) --n;
     t.nh = n;
   }
+  auto fix = [&] { t.kpb = G > 1 ? 1 : t.nh; };
+  fix();
   const int64_t target = 2 * int64_t(std::max(sm_count, 1));
-  while (B * H * (G / t.nh) * ((V + t.vt - 1) / t.vt) < target) {
+  while (B * H * G / t.nh * ((V + t.vt - 1) / t.vt) < target) {
     if (t.nh > 1) {
       int n = t.nh - 1;
-      while (G % n) --n;
+      while (span % n) --n;
       t.nh = n;
+      fix();
     } else if (t.vt > rpp) {
       t.vt = std::max(rpp, ((t.vt + 1) / 2 + rpp - 1) / rpp * rpp);
     } else {

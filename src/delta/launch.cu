@@ -237,13 +237,16 @@ void run_recurrent(const char* fn, RecArgs& a, const Tensor& state, const Dims& 
   if (a.mode == REC_DECODE && a.T == 1) {  // staged streaming kernel (decode1.cuh)
     const int nch = int(dtype_size(state.dtype));  // 16-byte chunks per 16-element lane share
     const int64_t G = d.HV / d.H;
-    const DecodeTile t = decode1_tile(d.B, d.H, G, d.V, a.lpr, nch, sm_count());
+    const DecodeTile t = decode1_tile(d.B, d.H, G, d.V, a.lpr, nch, sm_count(), is_kda(d));
     a.nh = t.nh;
     a.vt = t.vt;
     a.vtiles = int((d.V + t.vt - 1) / t.vt);
+    a.kpb = t.kpb;
     const int rpp = DECODE1_THREADS / a.lpr, rbm = t.nh * t.vt;
-    const size_t smem = size_t(decode1_layout(is_kda(d), int(d.K), t.nh, rbm, nch, (rbm + rpp - 1) / rpp).total) * 4;
-    const Launch l = launch_of(unsigned((G / t.nh) * a.vtiles), unsigned(d.H), unsigned(rows), DECODE1_THREADS, smem, exec);
+    const size_t smem =
+        size_t(decode1_layout(is_kda(d), int(d.K), t.nh, rbm, nch, (rbm + rpp - 1) / rpp, t.kpb).total) * 4;
+    const Launch l = launch_of(unsigned((G * t.kpb / t.nh) * a.vtiles), unsigned(d.H / t.kpb), unsigned(rows),
+                               DECODE1_THREADS, smem, exec);
     dispatch<Decode1Op>(state.dtype, is_kda(d), a, l);
     cuda_util::check_launch(fn);
     return;

@@ -102,6 +102,7 @@ struct RecArgs {
   int nh = 1;        // T = 1 decode kernel: value heads per block
   int vt = 0;        // T = 1 decode kernel: V rows per block per head
   int vtiles = 1;    // T = 1 decode kernel: ceil(V / vt)
+  int kpb = 1;       // T = 1 decode kernel: key heads per block (> 1 only when G = 1: one per value head)
   int32_t* status = nullptr;
 };
 
