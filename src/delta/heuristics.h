@@ -50,10 +50,13 @@ inline constexpr int DECODE1_THREADS = 256;
 inline constexpr int DECODE1_MIN_BLOCKS = 3;
 // Rows per block in units of the stages (1: every row in flight at once, the
 // block idle between its burst of loads and its burst of stores; 2: the
-// stages are refilled once, so a block streams twice as long per preparation).
-inline constexpr int DECODE1_STAGE_ROUNDS = 2;
+// stages are refilled once, so a block streams twice as long per preparation;
+// 4: GDN's G = 3 and 4 value heads and four KDA heads per fp32 block; against
+// 2 at batch 256: KDA bf16 288 → 242 µs, GDN HV64 fp32 593 → 576, KDA fp32
+// 332 → 336, bench/results/2026-12-01_h200_delta_decode_rounds_ec18d76.jsonl).
+inline constexpr int DECODE1_STAGE_ROUNDS = 4;
 // KDA without GQA (G = 1): a block's heads are consecutive key heads
-// (kpb = nh), each with its own q̂, k̂ (so a block streams two stage rounds
+// (kpb = nh), each with its own q̂, k̂ (so a block streams its stage rounds
 // of rows per preparation, as GDN's blocks of one key head's value heads).
 struct DecodeTile {
   int nh;   // value heads per block (a divisor of G; G = 1: of H)

@@ -319,7 +319,7 @@ TEST(DeltaGpu, ReplayStep) {
 
 // T = 1 replay and decode at 40 rows, where the launchers pick their
 // production tiles (GDN: a whole key head of 4 value heads per replay block,
-// decode blocks over two stage rounds; KDA: whole heads), not the split tiles
+// decode blocks over several stage rounds and heads; KDA: whole heads), not the split tiles
 // that small grids fall back to (the batch-3 tests above).
 TEST(DeltaGpu, ProductionTiles) {
   RSSM_SKIP_WITHOUT_GPU();
