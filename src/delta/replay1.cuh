@@ -83,34 +83,6 @@ __host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, 
   return l;
 }
 
-#ifdef __CUDACC__
-__device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
-}
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred done;\n"
-      "WAIT_%=:\n"
-      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      " @!done bra WAIT_%=;\n"
-      "}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
-// `bytes` (a multiple of 16) from 16-byte aligned global src to shared dst,
-// completing on bar, which expects them.
-__device__ __forceinline__ void bulk_g2s_expect(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar))
-      : "memory");
-}
-#endif
-
 // Elements i .. i+3 of a float tensor of dtype dt (aligned to 4 elements).
 __device__ __forceinline__ float4 load4_any(const void* p, DType dt, int64_t i) {
   if (dt == DType::f32) return *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
@@ -181,14 +153,15 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   TS* const BASE = state + int64_t(hv0) * a.st.s1 + int64_t(v0) * a.st.s2;  // BULK: row r at BASE + r·K
   auto issue_sweep = [&](int k) {
     const int r0 = k * SW, nr = min(SW, RB - r0);
-    bulk_g2s_expect(reinterpret_cast<char*>(STG) + int64_t(k % NST) * SW * ROWB, BASE + int64_t(r0) * R1B_K,
-                    uint32_t(nr) * ROWB, BAR + k % NST);
+    cuda_util::mbar_arrive_expect_tx(BAR + k % NST, uint32_t(nr) * ROWB);
+    cuda_util::bulk_g2s(reinterpret_cast<char*>(STG) + int64_t(k % NST) * SW * ROWB, BASE + int64_t(r0) * R1B_K,
+                        uint32_t(nr) * ROWB, BAR + k % NST);
   };
   // early exits: no copy outlives the block
   auto drain = [&]() {
     if constexpr (BULK) {
       __syncthreads();  // barriers initialised
-      for (int k = 0; k < min(NST, nsw); ++k) mbar_wait(BAR + k, 0);
+      for (int k = 0; k < min(NST, nsw); ++k) cuda_util::mbar_wait(BAR + k, 0);
     } else {
       cp_async_wait_all();
     }
@@ -210,7 +183,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   };
   if constexpr (BULK) {
     if (tid == 0) {
-      for (int k = 0; k < NST; ++k) mbar_init(BAR + k, 1);
+      for (int k = 0; k < NST; ++k) cuda_util::mbar_init(BAR + k, 1);
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
@@ -520,7 +493,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
     const int64_t d_base = s * rg.d0 + apos * rg.d1 + v0;
     const int64_t o_base = int64_t(b) * in.o.sb + v0;
     for (int k = 0; k < nsw; ++k) {
-      mbar_wait(BAR + k % NST, uint32_t(k / NST) & 1u);
+      cuda_util::mbar_wait(BAR + k % NST, uint32_t(k / NST) & 1u);
       const int r0 = k * SW + warp * BR;
       const char* const sk = reinterpret_cast<const char*>(STG) + (int64_t(k % NST) * SW + warp * BR + sub) * ROWB + lr * 16;
       float ak[RQ], aq[RQ];

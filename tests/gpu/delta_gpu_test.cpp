@@ -226,21 +226,26 @@ Pair make_slots(int64_t B, int64_t S, int64_t pad_row, int64_t pad, Rng& rng) {
   return p;
 }
 
+// One baseline decode of B rows on S slots (row 1 a pad row), T tokens:
+// outputs and the whole pool against the reference.
+void decode_run(const Cfg& c, int64_t B, int64_t S, int64_t T, std::mt19937& rng) {
+  Inputs in(c, {B, T}, rng);
+  Pool pool(c, S, 0, 0, rng, false);
+  Pair slot = make_slots(B, S, 1, -1, rng);
+  delta_decode(c.f, in.step(false, slot, -1), pool.state.ht(), ref_exec());
+  delta_decode(c.f, in.step(true, slot, -1), pool.state.dt(), cuda_exec());
+  sync();
+  expect_close(in.o.fetch(), in.o.h, tol(c), "o");
+  pool.expect_equal(c, "decode");
+}
+
 TEST(DeltaGpu, Decode) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(1);
   for (const Cfg& c : configs())
     for (int64_t T : {1, 3}) {
       SCOPED_TRACE(name(c) + " T" + std::to_string(T));
-      const int64_t B = 3, S = 5;
-      Inputs in(c, {B, T}, rng);
-      Pool pool(c, S, 0, 0, rng, false);
-      Pair slot = make_slots(B, S, 1, -1, rng);
-      delta_decode(c.f, in.step(false, slot, -1), pool.state.ht(), ref_exec());
-      delta_decode(c.f, in.step(true, slot, -1), pool.state.dt(), cuda_exec());
-      sync();
-      expect_close(in.o.fetch(), in.o.h, tol(c), "o");
-      pool.expect_equal(c, "decode");
+      decode_run(c, 3, 5, T, rng);
     }
 }
 
@@ -331,15 +336,7 @@ TEST(DeltaGpu, ProductionTiles) {
   for (const Cfg& c : cfgs) {
     SCOPED_TRACE(name(c) + " 40 rows");
     replay_run(c, 40, 41, 4, 1, 6, seed++, false);  // L = 4: a flush at step 4
-    const int64_t B = 40, S = 41;
-    Inputs in(c, {B, 1}, rng);
-    Pool pool(c, S, 0, 0, rng, false);
-    Pair slot = make_slots(B, S, 1, -1, rng);
-    delta_decode(c.f, in.step(false, slot, -1), pool.state.ht(), ref_exec());
-    delta_decode(c.f, in.step(true, slot, -1), pool.state.dt(), cuda_exec());
-    sync();
-    expect_close(in.o.fetch(), in.o.h, tol(c), "decode o");
-    pool.expect_equal(c, "decode");
+    decode_run(c, 40, 41, 1, rng);
     if (::testing::Test::HasFailure()) return;
   }
 }
