@@ -307,8 +307,8 @@ stage_python() {
 # profile_lines.txt, and the raw sass.csv / sass.txt.
 stage_profile() {
   local kern=${PROFILE_KERNEL:-replay1} args=${PROFILE_ARGS:---quick --family mamba2 --modes replay --batch 256 --L 16 --state fp32 --target-ms 1}
-  command -v ncu > /dev/null || { echo "ncu not found"; return 1; }
-  [[ -x $CLI ]] || { echo "no $CLI"; return 1; }
+  command -v ncu > /dev/null || { log "profile: ncu not found"; return 1; }
+  [[ -x $CLI ]] || { log "profile: no $CLI"; return 1; }
   # shellcheck disable=SC2086  # word-split args
   logged timeout "$(fit 240)" ncu --clock-control none --set full --import-source yes -k "regex:$kern" \
     --launch-skip 20 --launch-count 1 -f -o "$OUT/profile" "$CLI" bench --backend cuda $args || return 1
@@ -321,12 +321,18 @@ stage_profile() {
   local bin=$CLI
   [[ $bin == /* ]] || bin=$ROOT/$CLI
   (cd "$tmp" && cuobjdump -xelf all "$bin" > /dev/null 2>&1)
+  # (profiles of delta kernels ended here twice without a disassembly: the
+  # delta and mamba2 folders both hold kernels_f32.cu etc., so their cubins
+  # may extract under one name; the log now says how many were scanned)
+  local scanned=0
   for cubin in "$tmp"/*sm_90a*.cubin; do
-    nvdisasm -g -c "$cubin" > "$tmp/all.txt" 2>/dev/null
+    [[ -e $cubin ]] || continue
+    scanned=$((scanned + 1))
+    nvdisasm -g -c "$cubin" > "$tmp/all.txt" 2>> "$LOG" || log "nvdisasm failed on $(basename "$cubin")"
     if grep -q "$name" "$tmp/all.txt"; then cp "$tmp/all.txt" "$OUT/sass.txt"; break; fi
   done
   rm -rf "$tmp"
-  [[ -s $OUT/sass.txt ]] || { echo "no cubin holds $name"; return 1; }
+  [[ -s $OUT/sass.txt ]] || { log "profile: no sm_90a cubin of $bin holds $name ($scanned scanned)"; return 1; }
   python3 scripts/ncu_lines.py "$OUT/sass.csv" "$OUT/sass.txt" --kernel "$name" --top 40 > "$OUT/profile_lines.txt"
   head -n 12 "$OUT/profile_lines.txt"
   STAGE_NOTE=$(grep -E 'Duration' "$OUT/profile.txt" | head -n 1 | tr -s ' ')
