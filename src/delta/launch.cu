@@ -331,6 +331,16 @@ RecRing rec_of(const Tensor& t) {
   return r;
 }
 
+// The T = 1 replay's bulk-copy stream (replay1.cuh, BULK) needs K = 128 and
+// every block's rows one contiguous, 16-byte aligned run of the state (or
+// copy): rows of K elements back to back, and whole value heads back to back
+// when a block spans several.
+bool replay1_bulk_fits(const StateView& st, int64_t state_size, const ReplayTile& tile, const Dims& d) {
+  const int64_t vec = 16 / state_size;
+  return d.K == R1B_K && st.s2 == d.K && (tile.nh == 1 || (tile.vt == d.V && st.s1 == d.V * d.K)) &&
+         reinterpret_cast<uintptr_t>(st.p) % 16 == 0 && st.s0 % vec == 0 && st.s1 % vec == 0;
+}
+
 // The replay step (data kernel + cursor kernel). With `dual`, the kernels
 // read the copy: bf16 / f16 copies as plain state rows (tile strides),
 // fp8 / nvfp4 through the decoding replay kernel (any T).
@@ -392,14 +402,8 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     a.nh = tile.nh;
     a.vt = tile.vt;
     a.vtiles = int((d.V + tile.vt - 1) / tile.vt);
-    // The bulk-copy stream (replay1.cuh, BULK) when K = 128 and every block's
-    // rows are one contiguous, 16-byte aligned run of the state (or copy):
-    // rows of K elements back to back, and whole value heads back to back
-    // when a block spans several.
-    const int64_t ss = int64_t(dtype_size(sd)), vec = 16 / ss;
-    const bool bulk = qf == QF_NONE && d.K == R1B_K && a.st.s2 == d.K &&
-                      (tile.nh == 1 || (tile.vt == d.V && a.st.s1 == d.V * d.K)) &&
-                      reinterpret_cast<uintptr_t>(a.st.p) % 16 == 0 && a.st.s0 % vec == 0 && a.st.s1 % vec == 0;
+    const int64_t ss = int64_t(dtype_size(sd));
+    const bool bulk = qf == QF_NONE && replay1_bulk_fits(a.st, ss, tile, d);
     const int rbm = tile.nh * tile.vt;
     const size_t smem = bulk ? size_t(replay1_layout(kda, int(d.K), int(d.L), tile.nh, rbm, nch, (rbm + rpp - 1) / rpp,
                                                      r1b_stage_floats(kda, int(ss), rbm)).total * 4)

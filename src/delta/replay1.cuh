@@ -39,9 +39,8 @@ __host__ __device__ constexpr int r1b_sweep_rows(bool kda, int state_size) {
 // Stages of a block of `rows` rows: the stage budget of the staged kernel
 // (64 KiB; KDA 32 KiB) in sweeps, at most one per sweep of the block.
 __host__ __device__ inline int r1b_stages(bool kda, int state_size, int rows) {
-  const int sweep = r1b_sweep_rows(kda, state_size) * R1B_K * state_size;
-  const int nsw = (rows + r1b_sweep_rows(kda, state_size) - 1) / r1b_sweep_rows(kda, state_size);
-  const int budget = (kda ? 32 : 64) * 1024 / sweep;
+  const int sw = r1b_sweep_rows(kda, state_size), nsw = (rows + sw - 1) / sw;
+  const int budget = (kda ? 32 : 64) * 1024 / (sw * R1B_K * state_size);
   return max(1, min(min(budget, R1B_MAX_STAGES), nsw));
 }
 __host__ __device__ inline int64_t r1b_stage_floats(bool kda, int state_size, int rows) {

@@ -268,13 +268,6 @@ bool replay1_fits(const Params& p, int state_size) {
          kern::replay1_smem(p.L, p.R, 1, p.P, 2, state_size, 1).bytes <= 200 * 1024;
 }
 
-// Heads per block: the largest power of two dividing the group's heads whose
-// state fits REPLAY1_BLOCK_BYTES, halved while the grid has fewer than eight
-// blocks per SM (small batches: at batch 64, H128, fp32, 4 heads per block
-// took 138 µs (3a20652's run) against 172 with 8 (d5d357d's)); stages: as many 32 KiB sweeps
-// (2 to 4) as fit next to the ring in REPLAY1_SMEM, two blocks per SM.
-constexpr int64_t REPLAY1_BLOCK_BYTES = 256 * 1024;
-
 // The ring entries by bulk copies (one per entry and array) when each entry's
 // x of a block's hb heads, B of the group and δ of the heads are contiguous,
 // 16-byte aligned runs landing unpadded in shared memory; otherwise the
@@ -286,6 +279,13 @@ bool replay1_ring_bulk(const Params& p, int hb, int as) {
          al(p.rB) && p.rB_s % ca == 0 && p.rB_r % ca == 0 && p.rB_g % ca == 0 && al(p.rdt) && p.rdt_s % 4 == 0 &&
          p.rdt_r % 4 == 0 && hb % 4 == 0 && p.hpg % 4 == 0;
 }
+
+// Heads per block: the largest power of two dividing the group's heads whose
+// state fits REPLAY1_BLOCK_BYTES, halved while the grid has fewer than eight
+// blocks per SM (small batches: at batch 64, H128, fp32, 4 heads per block
+// took 138 µs (3a20652's run) against 172 with 8 (d5d357d's)); stages: as many 32 KiB sweeps
+// (2 to 4) as fit next to the ring in REPLAY1_SMEM, two blocks per SM.
+constexpr int64_t REPLAY1_BLOCK_BYTES = 256 * 1024;
 constexpr int64_t REPLAY1_SMEM = 110 * 1024;
 
 void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec) {
