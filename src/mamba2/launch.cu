@@ -284,9 +284,10 @@ bool replay1_ring_bulk(const Params& p, int hb, int as) {
 // state fits REPLAY1_BLOCK_BYTES, halved while the grid has fewer than eight
 // blocks per SM (small batches: at batch 64, H128, fp32, 4 heads per block
 // took 138 µs (3a20652's run) against 172 with 8 (d5d357d's)); stages: as many 32 KiB sweeps
-// (2 to 4) as fit next to the ring in REPLAY1_SMEM, two blocks per SM.
+// (2 to 4) as fit next to the staged records in REPLAY1_SMEM, two blocks per SM
+// (228 KiB of shared memory less 1 KiB reserved per block).
 constexpr int64_t REPLAY1_BLOCK_BYTES = 256 * 1024;
-constexpr int64_t REPLAY1_SMEM = 110 * 1024;
+constexpr int64_t REPLAY1_SMEM = 113 * 1024;
 
 void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec) {
   const DeviceInfo info = device_info(fn);

@@ -16,15 +16,17 @@
 // Per block (row b, heads [h0, h0 + HB) of one group, all P rows):
 //  1. slot; thread 0 issues the bulk copies of the first NST sweeps.
 //  2. with the cursor (plain loads; every thread derives the plan): window
-//     inputs (C_t, B_t, δ_t, A, D: batched loads; x_t, z_t: cp.async) and
-//     the whole ring (cp.async), so the records need no round trip of their own.
+//     inputs (C_t, B_t, δ_t, A, D: batched loads; x_t, z_t: cp.async); then
+//     the n records the plan reads, staged by record index (bulk copies when
+//     contiguous): shared memory for L records, not the ring's R entries.
 //  3. while the first sweeps fly: appends, B_j·C_t, decays and coefficients
 //     (one warp per head, suffix sums of δ as in replay_kernel.cuh), fold
 //     weights fw_j, fdec (flush), hist = D x_t + Σ_j coef_j x_j.
-//  4. the sweeps: part[r] = S·C_t; a flush (block-uniform) first folds the
-//     row in registers (fdec·S_0 + Σ_j fw_j x_j[p] B_j), rounds it, writes
-//     it once and reads it out as stored.
-//  5. y = dec·part + hist, gate, store.
+//  4. the sweeps: S·C_t per row; a flush (block-uniform) first folds the
+//     row in registers (fdec·S_0 + Σ_j fw_j x_j[p] B_j, B_j converted from
+//     the staged records), rounds it, writes it once and reads it out as
+//     stored; the lane holding a row's sum writes y = dec·(S·C_t) + hist,
+//     gated.
 // Dual precision (p.dual): the state is a bf16 / f16 read copy; a flushing
 // row was already folded and re-packed, so it runs with an empty history.
 #pragma once
@@ -60,8 +62,7 @@ inline Replay1Layout replay1_smem(int L, int R, int nh, int P, int act_size, int
   m.Cs = take(4 * R1_N);
   m.Bw = take(4 * R1_N);
   m.BC = take(4 * (L + 1));
-  m.Bf = take(4 * int64_t(L) * R1_N);
-  m.dh = take(4 * int64_t(R) * m.nhp);
+  m.dh = take(4 * int64_t(L) * m.nhp);
   m.dwin = take(4 * nh);
   m.Ah = take(4 * nh);
   m.Dh = take(4 * nh);
@@ -69,10 +70,9 @@ inline Replay1Layout replay1_smem(int L, int R, int nh, int P, int act_size, int
   m.dec = take(4 * nh);
   m.fw = take(4 * int64_t(nh) * L);
   m.fdec = take(4 * nh);
-  m.part = take(4 * int64_t(nh) * P);
   m.hist = take(4 * int64_t(nh) * P);
-  m.Bh = take(int64_t(act_size) * R * R1_N);
-  m.xh = take(int64_t(act_size) * R * nh * m.Pp);
+  m.Bh = take(int64_t(act_size) * L * R1_N);
+  m.xh = take(int64_t(act_size) * L * nh * m.Pp);
   m.xwin = take(int64_t(act_size) * nh * m.Pp);
   m.zs = take(int64_t(act_size) * nh * m.Pp);
   m.bytes = int32_t(o);  // < 2^31: bounded by launch.cu::replay1_fits
@@ -107,7 +107,6 @@ mamba2_replay1_kernel(const Params p) {
   float* Cs = reinterpret_cast<float*>(base + m.Cs);
   float* Bw = reinterpret_cast<float*>(base + m.Bw);
   float* BC = reinterpret_cast<float*>(base + m.BC);
-  float* Bf = reinterpret_cast<float*>(base + m.Bf);  // fold: fp32 B_j by record index
   float* dh = reinterpret_cast<float*>(base + m.dh);
   float* dwin = reinterpret_cast<float*>(base + m.dwin);
   float* Ah = reinterpret_cast<float*>(base + m.Ah);
@@ -116,7 +115,6 @@ mamba2_replay1_kernel(const Params p) {
   float* dec = reinterpret_cast<float*>(base + m.dec);
   float* fw = reinterpret_cast<float*>(base + m.fw);
   float* fdec = reinterpret_cast<float*>(base + m.fdec);
-  float* part = reinterpret_cast<float*>(base + m.part);
   float* hist = reinterpret_cast<float*>(base + m.hist);
   at_t* Bh = reinterpret_cast<at_t*>(base + m.Bh);
   at_t* xh = reinterpret_cast<at_t*>(base + m.xh);
@@ -165,17 +163,6 @@ mamba2_replay1_kernel(const Params p) {
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
-      if (rbulk) mbar_arrive_expect_tx(rbar, uint32_t(R) * uint32_t(rows * int(sizeof(at_t)) + R1_N * int(sizeof(at_t)) + 4 * nh));
-    }
-    __syncwarp();
-    if (rbulk) {
-      for (int q = lane; q < R; q += 32) {
-        bulk_g2s(xh + q * NH * Pp, static_cast<const at_t*>(p.rx) + slot * p.rx_s + int64_t(q) * p.rx_r + int64_t(bp.h0) * p.rx_h,
-                 uint32_t(rows * int(sizeof(at_t))), rbar, pol);
-        bulk_g2s(Bh + q * R1_N, static_cast<const at_t*>(p.rB) + slot * p.rB_s + int64_t(q) * p.rB_r + int64_t(bp.g) * p.rB_g,
-                 uint32_t(R1_N * int(sizeof(at_t))), rbar, pol);
-        bulk_g2s(dh + q * nhp, p.rdt + slot * p.rdt_s + int64_t(q) * p.rdt_r + bp.h0, uint32_t(4 * nh), rbar, pol);
-      }
     }
   }
   // The lane's vectors of sweep k start at srow(k); row u·RPL of the warp's
@@ -185,40 +172,20 @@ mamba2_replay1_kernel(const Params p) {
     return stage + (int64_t(k % NST) * SW + warp * BR + sub) * ROWB + lr * 16;
   };
 
-  // ---- 2. cursor, window inputs and the whole ring: the ring's R entries
-  // (x for the block's heads, B of the group, δ) are fetched with the cursor,
-  // not after it, and the plan picks the records by position (one dependent
-  // round trip fewer; the entries not read cost ~R/L of the records' bytes).
+  // ---- 2. cursor and window inputs; then the records the plan reads, staged
+  // by record index (only those: the ring's shared memory is L entries, not R)
   const int64_t acc = p.acc ? cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s) : 0;
   const RingCursor cur = load_cursor(p, slot);
   {
     const at_t* x = static_cast<const at_t*>(p.x);
     const at_t* z = static_cast<const at_t*>(p.z);
-    const at_t* rx = static_cast<const at_t*>(p.rx);
-    const at_t* rB = static_cast<const at_t*>(p.rB);
-    const int pch = (P + CH - 1) / CH, bch = R1_N / CH, dch = (nh + 3) / 4;
-    const int nW = nh * pch * (p.z ? 2 : 1), nX = rbulk ? 0 : R * nh * pch, nB = rbulk ? 0 : R * bch;
-    const int total = nW + nX + nB + (rbulk ? 0 : R * dch);
-    for (int i = tid; i < total; i += KERNEL_THREADS) {
-      if (i < nW) {
-        const bool isz = i >= nh * pch;
-        const int c = isz ? i - nh * pch : i, hl = c / pch, c0 = (c - hl * pch) * CH;
-        const int64_t src = b * (isz ? p.z_b : p.x_b) + int64_t(bp.h0 + hl) * (isz ? p.z_h : p.x_h) + c0;
-        cp_chunk<at_t>((isz ? zs : xwin) + hl * Pp + c0, (isz ? z : x) + src, min(CH, P - c0), pol);
-      } else if (i - nW < nX) {
-        const int k = i - nW, sg = k / pch, c0 = (k - sg * pch) * CH, q = sg / nh, hl = sg - q * nh;
-        cp_chunk<at_t>(xh + (q * NH + hl) * Pp + c0,
-                       rx + slot * p.rx_s + int64_t(q) * p.rx_r + int64_t(bp.h0 + hl) * p.rx_h + c0,
-                       min(CH, P - c0), pol);
-      } else if (i - nW - nX < nB) {
-        const int k = i - nW - nX, q = k / bch, c0 = (k - q * bch) * CH;
-        cp_chunk<at_t>(Bh + q * R1_N + c0, rB + slot * p.rB_s + int64_t(q) * p.rB_r + int64_t(bp.g) * p.rB_g + c0,
-                       CH, pol);
-      } else {
-        const int k = i - nW - nX - nB, q = k / dch, h4 = (k - q * dch) * 4;
-        cp_chunk<float>(dh + q * nhp + h4, p.rdt + slot * p.rdt_s + int64_t(q) * p.rdt_r + bp.h0 + h4,
-                        min(4, nh - h4), pol);
-      }
+    const int pch = (P + CH - 1) / CH;
+    const int nW = nh * pch * (p.z ? 2 : 1);
+    for (int i = tid; i < nW; i += KERNEL_THREADS) {
+      const bool isz = i >= nh * pch;
+      const int c = isz ? i - nh * pch : i, hl = c / pch, c0 = (c - hl * pch) * CH;
+      const int64_t src = b * (isz ? p.z_b : p.x_b) + int64_t(bp.h0 + hl) * (isz ? p.z_h : p.x_h) + c0;
+      cp_chunk<at_t>((isz ? zs : xwin) + hl * Pp + c0, (isz ? z : x) + src, min(CH, P - c0), pol);
     }
     cp_async_commit();
     batched<4>(2 * R1_N + 3 * nh,
@@ -251,7 +218,6 @@ mamba2_replay1_kernel(const Params p) {
     cp_async_wait(0);
     __syncthreads();  // barriers initialised
     for (int k = 0; k < min(NST, nsw); ++k) mbar_wait(bar + k, 0);  // no copy outlives the block
-    if (rbulk) mbar_wait(rbar, 0);
     zero_outputs<AD>(p, bp, b, 0, 1);
     return;
   }
@@ -259,7 +225,46 @@ mamba2_replay1_kernel(const Params p) {
   const int n = flush ? plan.fold_count : plan.hist_count;
   const int rec_start = flush ? plan.fold_start : plan.hist_start;
   const int jb = flush ? n : 0;  // first record of the outputs' history
-  auto pos = [&](int j) { return ring_wrap(rec_start, j, R); };  // staged entry of record j
+  auto pos = [&](int j) { return ring_wrap(rec_start, j, R); };  // ring entry of record j
+  // records j < n (x of the block's heads, B of the group, δ of the heads)
+  // into slot j: with m.ring_bulk one bulk copy per record and array (lane j
+  // of warp 0), completing on rbar; otherwise 16-byte chunks by cp.async
+  if (rbulk) {
+    if (warp == 0) {
+      if (lane == 0) mbar_arrive_expect_tx(rbar, uint32_t(n) * uint32_t(rows * int(sizeof(at_t)) + R1_N * int(sizeof(at_t)) + 4 * nh));
+      __syncwarp();
+      for (int j = lane; j < n; j += 32) {
+        const int64_t q = pos(j);
+        bulk_g2s(xh + j * NH * Pp, static_cast<const at_t*>(p.rx) + slot * p.rx_s + q * p.rx_r + int64_t(bp.h0) * p.rx_h,
+                 uint32_t(rows * int(sizeof(at_t))), rbar, pol);
+        bulk_g2s(Bh + j * R1_N, static_cast<const at_t*>(p.rB) + slot * p.rB_s + q * p.rB_r + int64_t(bp.g) * p.rB_g,
+                 uint32_t(R1_N * int(sizeof(at_t))), rbar, pol);
+        bulk_g2s(dh + j * nhp, p.rdt + slot * p.rdt_s + q * p.rdt_r + bp.h0, uint32_t(4 * nh), rbar, pol);
+      }
+    }
+  } else {
+    const at_t* rx = static_cast<const at_t*>(p.rx);
+    const at_t* rB = static_cast<const at_t*>(p.rB);
+    const int pch = (P + CH - 1) / CH, bch = R1_N / CH, dch = (nh + 3) / 4;
+    const int nX = n * nh * pch, nB = n * bch, total = nX + nB + n * dch;
+    for (int i = tid; i < total; i += KERNEL_THREADS) {
+      if (i < nX) {
+        const int sg = i / pch, c0 = (i - sg * pch) * CH, j = sg / nh, hl = sg - j * nh;
+        cp_chunk<at_t>(xh + (j * NH + hl) * Pp + c0,
+                       rx + slot * p.rx_s + int64_t(pos(j)) * p.rx_r + int64_t(bp.h0 + hl) * p.rx_h + c0,
+                       min(CH, P - c0), pol);
+      } else if (i - nX < nB) {
+        const int k = i - nX, j = k / bch, c0 = (k - j * bch) * CH;
+        cp_chunk<at_t>(Bh + j * R1_N + c0, rB + slot * p.rB_s + int64_t(pos(j)) * p.rB_r + int64_t(bp.g) * p.rB_g + c0,
+                       CH, pol);
+      } else {
+        const int k = i - nX - nB, j = k / dch, h4 = (k - j * dch) * 4;
+        cp_chunk<float>(dh + j * nhp + h4, p.rdt + slot * p.rdt_s + int64_t(pos(j)) * p.rdt_r + bp.h0 + h4,
+                        min(4, nh - h4), pol);
+      }
+    }
+    cp_async_commit();
+  }
   __syncthreads();  // Cs, Bw, dwin, Ah, Dh (plain stores) visible
 
   // ---- 3. everything that does not need the state, while the first NST
@@ -284,20 +289,18 @@ mamba2_replay1_kernel(const Params p) {
   // B_j·C_t for jb <= j <= n (j = n: the window token), one warp per j;
   // flush: fold weights fw_j = δ_j e^{A Σ_{j<i<n} δ_i}, fdec, one warp per head
   const int nbc = n - jb + 1;
-  if (flush)
-    for (int i = tid; i < n * R1_N; i += KERNEL_THREADS) Bf[i] = Traits<AD>::load(Bh[pos(i / R1_N) * R1_N + i % R1_N]);
   for (int i = warp; i < nbc + (flush ? nh : 0); i += KERNEL_WARPS) {
     if (i < nbc) {
       const int j = jb + i;
       float s = 0.f;
       for (int nn = lane; nn < R1_N; nn += 32)
-        s = fmaf(j < n ? Traits<AD>::load(Bh[pos(j) * R1_N + nn]) : Bw[nn], Cs[nn], s);
+        s = fmaf(j < n ? Traits<AD>::load(Bh[j * R1_N + nn]) : Bw[nn], Cs[nn], s);
       s = cuda_util::warp_sum(s);
       if (lane == 0) BC[j] = s;
     } else {
       const int hl = i - nbc;
       const float A = Ah[hl];
-      auto d = [&](int j) { return dh[pos(j) * nhp + hl]; };
+      auto d = [&](int j) { return dh[j * nhp + hl]; };
       const float tot = suffix_scan(d, 0, n - 1, lane, [&](int j, float s) { fw[hl * L + j] = d(j) * expf(A * s); });
       if (lane == 0) fdec[hl] = expf(A * tot);
     }
@@ -305,7 +308,7 @@ mamba2_replay1_kernel(const Params p) {
   __syncthreads();
   for (int hl = warp; hl < nh; hl += KERNEL_WARPS) {
     const float A = Ah[hl];
-    auto d = [&](int j) { return j < n ? dh[pos(j) * nhp + hl] : dwin[hl]; };
+    auto d = [&](int j) { return j < n ? dh[j * nhp + hl] : dwin[hl]; };
     float* c = coef + hl * (L + 1);
     // s = Σ_{j < i <= n} δ_i
     const float tot = suffix_scan(d, jb, n, lane, [&](int j, float s) { c[j] = d(j) * expf(A * s) * BC[j]; });
@@ -317,9 +320,10 @@ mamba2_replay1_kernel(const Params p) {
     const float* c = coef + hl * (L + 1);
     const float xt = Traits<AD>::load(xwin[hl * Pp + pp]);
     float h = Dh[hl] * xt;
-    for (int j = jb; j < n; ++j) h = fmaf(c[j], Traits<AD>::load(xh[(pos(j) * NH + hl) * Pp + pp]), h);
+    for (int j = jb; j < n; ++j) h = fmaf(c[j], Traits<AD>::load(xh[(j * NH + hl) * Pp + pp]), h);
     hist[i] = fmaf(c[n], xt, h);
   }
+  __syncthreads();  // hist, read by the stream's epilogue
 
   // ---- 4. stream, one sweep of SW rows at a time from its stage (NST
   // stages in flight): part[r] = S·C_t (flush: fold, round, write first).
@@ -355,18 +359,15 @@ mamba2_replay1_kernel(const Params p) {
         // w_j = fw_j x_j[p] of LPR records at a time: lane lr of a row's
         // lanes forms record j0 + lr's, and the record loop takes it by shuffle
         for (int j0 = 0; j0 < n; j0 += LPR) {
-          const int jw = min(j0 + lr, n - 1), qw = pos(jw), jn = min(LPR, n - j0);
+          const int jw = min(j0 + lr, n - 1), jn = min(LPR, n - j0);
           float wl[FG];
 #pragma unroll
-          for (int u = 0; u < FG; ++u) wl[u] = fw[hl[u] * L + jw] * Traits<AD>::load(xh[(qw * NH + hl[u]) * Pp + pp[u]]);
+          for (int u = 0; u < FG; ++u) wl[u] = fw[hl[u] * L + jw] * Traits<AD>::load(xh[(jw * NH + hl[u]) * Pp + pp[u]]);
           for (int jl = 0; jl < jn; ++jl) {
             const int j = j0 + jl;
             float bj[E];
 #pragma unroll
-            for (int e = 0; e < E; e += 4) {
-              const float4 t4 = *reinterpret_cast<const float4*>(Bf + j * R1_N + lr * E + e);
-              bj[e] = t4.x; bj[e + 1] = t4.y; bj[e + 2] = t4.z; bj[e + 3] = t4.w;
-            }
+            for (int e = 0; e < E; ++e) bj[e] = Traits<AD>::load(Bh[j * R1_N + lr * E + e]);  // B_j as staged
 #pragma unroll
             for (int u = 0; u < FG; ++u) {
               const float w = __shfl_sync(0xffffffffu, wl[u], jl, LPR);
@@ -392,23 +393,20 @@ mamba2_replay1_kernel(const Params p) {
       }
     }
     cuda_util::transpose_sum<RB, LPR>(a, lr);
-    if ((lr & (LPR / RB - 1)) == 0) {
+    if ((lr & (LPR / RB - 1)) == 0) {  // y = dec·(S·C_t) + hist, gate, from the lane holding the row's sum
       const int r = r0 + (lr / (LPR / RB)) * RPL + sub;
-      if (r < rows) part[r] = a[0];
+      if (r < rows) {
+        const int hl = r / P, pp = r - hl * P;
+        float yv = fmaf(a[0], dec[hl], hist[r]);
+        if (p.z) yv = silu_gate(yv, Traits<AD>::load(zs[hl * Pp + pp]));
+        st_act<AD>(p.y, b * p.y_b + int64_t(bp.h0 + hl) * p.y_h + pp, yv);
+      }
     }
     __syncthreads();  // stage k % NST consumed: refill it with sweep k + NST
     if (tid == 0 && k + NST < nsw) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       issue_sweep(k + NST);
     }
-  }
-
-  // ---- 5. outputs y = dec·part + hist, gate (part, hist ordered by the last sweep's barrier)
-  for (int i = tid; i < rows; i += KERNEL_THREADS) {
-    const int hl = i / P, pp = i - hl * P;
-    float yv = fmaf(part[i], dec[hl], hist[i]);
-    if (p.z) yv = silu_gate(yv, Traits<AD>::load(zs[hl * Pp + pp]));
-    st_act<AD>(p.y, b * p.y_b + int64_t(bp.h0 + hl) * p.y_h + pp, yv);
   }
 }
 #endif  // __CUDACC__
