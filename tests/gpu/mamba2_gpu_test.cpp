@@ -583,6 +583,14 @@ TEST(Mamba2Gpu, ReplayManyItems) {
   pool.expect_match(tol(d.state, d.act), "rejected rows");
 }
 
+// bf16 states at 140 rows: the launcher's 16-head bulk-copy blocks (the
+// whole group; fewer rows halve them), two flushes, against the reference.
+TEST(Mamba2Gpu, ReplayProductionTilesBf16Wide) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(47);
+  replay_t1_run(rng, Shape{128, 64, 128, 8}, Dtypes{DType::bf16, DType::bf16, DType::bf16}, 9, "bf16 140 rows", 140);
+}
+
 // Bad slot and bad accepted count: the status bit is set, the row skipped
 // (no state, ring or cursor change), the other rows are correct.
 // ODD runs the shared-memory-staged replay kernel, {4, 48, 128, 2} the
