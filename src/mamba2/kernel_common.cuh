@@ -21,7 +21,7 @@ enum class Mode : int { decode, snapshot, materialize, flush, step, commit, pref
 // Shared-memory byte offsets of one block of the bulk-copy replay kernel
 // (replay1_kernel.cuh::replay1_smem), computed once on the host.
 struct Replay1Layout {
-  int32_t stage, bar, Cs, Bw, BC, dh, dwin, Ah, Dh, coef, dec, fw, fdec, hist, Bh, xh, xwin, zs, bytes;
+  int32_t stage, bar, Cs, Bw, BC, dh, dwin, Ah, Dh, coef, dec, fw, fdec, hist, Bh, xh, xwin, zs, red, bytes;
   int32_t Pp, nhp;  // P rounded up to 8, heads rounded up to 4 (16-byte chunks)
   int32_t ring_bulk;  // 1: the ring entries are fetched by bulk copies (launch.cu::replay1_ring_bulk)
 };

@@ -253,8 +253,8 @@ void launch_fold_kernel(const char* fn, Params& p, const Mamba2Pool& pool, const
   dispatch(fn, pool.state.dtype, rec, [&]<DType SD, DType AD>() { kern::launch_fold<SD, AD>(p, c); });
 }
 
-// T = 1 with N = 128 (every model shape of design §6): the bulk-copy replay
-// kernel (replay1_kernel.cuh), when each slot's heads are one contiguous,
+// T <= 8 with N = 128 (every model shape of design §6): the bulk-copy replay
+// kernel (replay1_kernel.cuh; T > 1 on tensor cores), when each slot's heads are one contiguous,
 // 16-byte aligned block and one head fits in shared memory; otherwise the
 // shared-memory-staged kernel (replay_kernel.cuh) serves the step. `state` is
 // the dtype streamed (the checkpoint, or a bf16 / f16 read copy with p.dual).
@@ -263,9 +263,9 @@ bool replay1_fits(const Params& p, int state_size) {
   // Heads of a slot stored as one contiguous [H, P, N] block (the layout the
   // GPU tests run), so a sweep is one copy; padded rows or heads take the
   // staged kernel.
-  return p.T == 1 && p.N == kern::R1_N && reinterpret_cast<uintptr_t>(p.state) % 16 == 0 && p.st_s % vec == 0 &&
+  return p.T <= kern::R1_MAX_T && p.N == kern::R1_N && reinterpret_cast<uintptr_t>(p.state) % 16 == 0 && p.st_s % vec == 0 &&
          p.st_p == kern::R1_N && p.st_h == int64_t(p.P) * kern::R1_N &&
-         kern::replay1_smem(p.L, p.R, 1, p.P, 2, state_size, 1).bytes <= 200 * 1024;
+         kern::replay1_smem(p.L, p.T, 1, p.P, 4, state_size, 1, p.T > 1).bytes <= 200 * 1024;
 }
 
 // The ring entries by bulk copies (one per entry and array) when each entry's
@@ -295,7 +295,7 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
   const int64_t row_bytes = int64_t(kern::R1_N) * ss;
   const int64_t sweep_bytes = kern::replay1_sweep_rows(ss) * row_bytes;
   int hb = 1;
-  auto arrays = [&](int h) { return kern::replay1_smem(p.L, p.R, h, p.P, as, ss, 0).bytes; };
+  auto arrays = [&](int h) { return kern::replay1_smem(p.L, p.T, h, p.P, as, ss, 0, p.T > 1).bytes; };
   while (p.hpg % (2 * hb) == 0 && 2 * hb * p.P * row_bytes <= REPLAY1_BLOCK_BYTES && arrays(2 * hb) + 2 * sweep_bytes <= REPLAY1_SMEM)
     hb *= 2;
   while (hb > 1 && p.B * p.G * (p.hpg / hb) < 8 * info.sms) hb /= 2;  // small batches: enough blocks
@@ -308,7 +308,7 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
   t.hchunks = p.hpg / hb;
   t.pchunks = 1;
   t.blocks = p.B * p.G * t.hchunks;
-  p.r1 = kern::replay1_smem(p.L, p.R, hb, p.P, as, ss, p.stages);
+  p.r1 = kern::replay1_smem(p.L, p.T, hb, p.P, as, ss, p.stages, p.T > 1);
   p.r1.ring_bulk = replay1_ring_bulk(p, hb, as) ? 1 : 0;
   const LaunchCfg c = config(fn, p, t, p.r1.bytes, exec, 1, info);
   dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_replay1<SD, AD>(p, c); });

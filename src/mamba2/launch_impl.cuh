@@ -31,8 +31,10 @@ void run_kernel(const Params& p, const LaunchCfg& c) {
 template <DType SD, DType AD> void launch_replay(const Params& p, const LaunchCfg& c) {
   run_kernel<mamba2_replay_kernel<SD, AD, HOT_VPL>>(p, c);
 }
+// T = 1: the FMA stream; T > 1 (speculative steps): the tensor-core stream.
 template <DType SD, DType AD> void launch_replay1(const Params& p, const LaunchCfg& c) {
-  run_kernel<mamba2_replay1_kernel<SD, AD>>(p, c);
+  if (p.T == 1) run_kernel<mamba2_replay1_kernel<SD, AD, false>>(p, c);
+  else run_kernel<mamba2_replay1_kernel<SD, AD, true>>(p, c);
 }
 template <DType SD, DType AD> void launch_decode(const Params& p, const LaunchCfg& c) {
   run_kernel<mamba2_decode_kernel<SD, AD, HOT_VPL>>(p, c);

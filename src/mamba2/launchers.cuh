@@ -19,7 +19,7 @@ struct LaunchCfg {
 };
 
 template <DType SD, DType AD> void launch_replay(const Params& p, const LaunchCfg& c);
-// T = 1, N = 128: the replay step fed by bulk copies (replay1_kernel.cuh).
+// N = 128, T <= 8: the replay step fed by bulk copies (replay1_kernel.cuh).
 template <DType SD, DType AD> void launch_replay1(const Params& p, const LaunchCfg& c);
 template <DType SD, DType AD> void launch_decode(const Params& p, const LaunchCfg& c);
 template <DType SD, DType AD> void launch_fold(const Params& p, const LaunchCfg& c);

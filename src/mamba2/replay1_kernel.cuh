@@ -38,6 +38,7 @@ inline constexpr int R1_N = 128;  // the one d_state this kernel serves
 inline constexpr int R1_RB = 8;   // rows per lane group and warp batch (one transposed reduction)
 inline constexpr int R1_BLOCKS_PER_SM = 2;  // shared memory: 2-4 stages of 32 KiB and the ring
 inline constexpr int R1_MAX_STAGES = 4;  // sweep stages in flight (one mbarrier each)
+inline constexpr int R1_MAX_T = 8;  // tokens per step (the tensor-core stream's n = 8)
 
 // Rows a warp reads per batch; a sweep is KERNEL_WARPS batches.
 RSSM_M2_HD int replay1_batch_rows(int state_size) { return R1_RB * (32 / (R1_N * state_size / 16)); }
@@ -46,8 +47,10 @@ RSSM_M2_HD int replay1_sweep_rows(int state_size) { return KERNEL_WARPS * replay
 // Shared-memory layout (byte offsets) of one block: the sweep stages, the
 // whole ring (R entries) and the per-step arrays; computed on the host and
 // passed in Params::r1 (recomputing it took ~250 instructions per thread).
-inline Replay1Layout replay1_smem(int L, int R, int nh, int P, int act_size, int state_size, int stages) {
+inline Replay1Layout replay1_smem(int L, int T, int nh, int P, int act_size, int state_size, int stages,
+                                  bool mma) {
   Replay1Layout m{};
+  const int J = L + T;  // records (at most L) and the window's T tokens
   int64_t o = int64_t(stages) * replay1_sweep_rows(state_size) * R1_N * state_size;  // sweep stages
   m.stage = 0;
   auto take = [&](int64_t bytes) {
@@ -59,22 +62,24 @@ inline Replay1Layout replay1_smem(int L, int R, int nh, int P, int act_size, int
   m.bar = take(8 * (R1_MAX_STAGES + 1));  // mbarriers: one per stage, then the ring's
   m.Pp = (P + 7) / 8 * 8;
   m.nhp = (nh + 3) / 4 * 4;
-  m.Cs = take(4 * R1_N);
-  m.Bw = take(4 * R1_N);
-  m.BC = take(4 * (L + 1));
-  m.dh = take(4 * int64_t(L) * m.nhp);
-  m.dwin = take(4 * nh);
+  m.Cs = take(4 * T * R1_N);                            // [T][N]      C_t
+  m.Bw = take(4 * T * R1_N);                            // [T][N]      B of the window
+  m.BC = take(4 * T * J);                               // [T][J]      B_j·C_t
+  m.dh = take(4 * int64_t(L) * m.nhp);                  // [L][nhp]    δ of the records
+  m.dwin = take(4 * nh * T);                            // [nh][T]     δ of the window
   m.Ah = take(4 * nh);
   m.Dh = take(4 * nh);
-  m.coef = take(4 * int64_t(nh) * (L + 1));
-  m.dec = take(4 * nh);
-  m.fw = take(4 * int64_t(nh) * L);
+  m.coef = take(4 * int64_t(nh) * T * J);               // [nh][T][J]
+  m.dec = take(4 * nh * T);                             // [nh][T]
+  m.fw = take(4 * int64_t(nh) * L);                     // [nh][L]     fold weights
   m.fdec = take(4 * nh);
-  m.hist = take(4 * int64_t(nh) * P);
-  m.Bh = take(int64_t(act_size) * L * R1_N);
-  m.xh = take(int64_t(act_size) * L * nh * m.Pp);
-  m.xwin = take(int64_t(act_size) * nh * m.Pp);
-  m.zs = take(int64_t(act_size) * nh * m.Pp);
+  m.hist = take(4 * int64_t(T) * nh * P);               // [T][nh·P]
+  m.Bh = take(int64_t(act_size) * L * R1_N);            // [L][N]      B of the records
+  m.xh = take(int64_t(act_size) * L * nh * m.Pp);       // [L][nh][Pp] x of the records
+  m.xwin = take(int64_t(act_size) * T * nh * m.Pp);     // [T][nh][Pp] x of the window
+  m.zs = take(int64_t(act_size) * T * nh * m.Pp);       // [T][nh][Pp] z of the window
+  // tensor-core stream: the column half 1 warps' partial products, two sweeps
+  m.red = mma ? take(2 * (replay1_sweep_rows(state_size) / 16) * 32 * 16) : 0;
   m.bytes = int32_t(o);  // < 2^31: bounded by launch.cu::replay1_fits
   return m;
 }
@@ -85,7 +90,56 @@ using cuda_util::mbar_arrive_expect_tx;
 using cuda_util::mbar_init;
 using cuda_util::mbar_wait;
 
-template <DType SD, DType AD>
+// tf32 tensor-core helpers of the T > 1 stream.
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+// d += A·B, m16n8k8, tf32 inputs, fp32 accumulators (PTX fragment layout).
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Four consecutive state elements (16 or 8 bytes, aligned) widened to fp32.
+template <DType SD>
+__device__ __forceinline__ void ld4(const char* src, float* v) {
+  if constexpr (SD == DType::f32) {
+    const float4 q = *reinterpret_cast<const float4*>(src);
+    v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+  } else {
+    const uint2 q = *reinterpret_cast<const uint2*>(src);
+    const uint32_t w[2] = {q.x, q.y};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      v[2 * i] = SD == DType::bf16 ? __uint_as_float(w[i] << 16) : half_bits_to_float(w[i] & 0xffffu);
+      v[2 * i + 1] = SD == DType::bf16 ? __uint_as_float(w[i] & 0xffff0000u) : half_bits_to_float(w[i] >> 16);
+    }
+  }
+}
+// Rounds four values to the state dtype in place and stores them at dst
+// (nullptr: round only).
+template <DType SD>
+__device__ __forceinline__ void st4(typename Traits<SD>::type* dst, float* v) {
+  using st_t = typename Traits<SD>::type;
+  st_t q[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    q[i] = Traits<SD>::store(v[i]);
+    v[i] = Traits<SD>::load(q[i]);
+  }
+  if (dst == nullptr) return;
+  if constexpr (SD == DType::f32) {
+    *reinterpret_cast<float4*>(dst) = make_float4(q[0], q[1], q[2], q[3]);
+  } else {
+    uint16_t u[4];
+    memcpy(u, q, sizeof(u));
+    *reinterpret_cast<uint2*>(dst) = make_uint2(u[0] | uint32_t(u[1]) << 16, u[2] | uint32_t(u[3]) << 16);
+  }
+}
+
+template <DType SD, DType AD, bool MMA>
 __global__ void __launch_bounds__(KERNEL_THREADS, R1_BLOCKS_PER_SM)
 mamba2_replay1_kernel(const Params p) {
   using st_t = typename Traits<SD>::type;
@@ -99,7 +153,7 @@ mamba2_replay1_kernel(const Params p) {
   extern __shared__ float4 smem4[];
   char* base = reinterpret_cast<char*>(smem4);
   const BlockPos bp = block_pos(p);
-  const int nh = bp.nh, P = p.P, L = p.L, R = p.R, NH = p.nh;
+  const int nh = bp.nh, P = p.P, L = p.L, R = p.R, NH = p.nh, T = p.T, J = L + T;
   const int NST = p.stages;
   const Replay1Layout& m = p.r1;  // host-computed (replay1_smem)
   char* stage = base + m.stage;
@@ -132,7 +186,7 @@ mamba2_replay1_kernel(const Params p) {
   const int64_t slot = row_slot(p, b);
   int32_t bits = 0;
   if (check_slot(p, slot, &bits) != ROW_OK) {
-    zero_outputs<AD>(p, bp, b, 0, 1);  // the cursor kernel reports the status
+    zero_outputs<AD>(p, bp, b, 0, T);  // the cursor kernel reports the status
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     return;
   }
@@ -179,33 +233,35 @@ mamba2_replay1_kernel(const Params p) {
   {
     const at_t* x = static_cast<const at_t*>(p.x);
     const at_t* z = static_cast<const at_t*>(p.z);
-    const int pch = (P + CH - 1) / CH;
-    const int nW = nh * pch * (p.z ? 2 : 1);
+    const int pch = (P + CH - 1) / CH, segs = T * nh;  // segment (t, hl)
+    const int nW = segs * pch * (p.z ? 2 : 1);
     for (int i = tid; i < nW; i += KERNEL_THREADS) {
-      const bool isz = i >= nh * pch;
-      const int c = isz ? i - nh * pch : i, hl = c / pch, c0 = (c - hl * pch) * CH;
-      const int64_t src = b * (isz ? p.z_b : p.x_b) + int64_t(bp.h0 + hl) * (isz ? p.z_h : p.x_h) + c0;
-      cp_chunk<at_t>((isz ? zs : xwin) + hl * Pp + c0, (isz ? z : x) + src, min(CH, P - c0), pol);
+      const bool isz = i >= segs * pch;
+      const int c = isz ? i - segs * pch : i, sg = c / pch, c0 = (c - sg * pch) * CH, t = sg / nh, hl = sg - t * nh;
+      const int64_t src = b * (isz ? p.z_b : p.x_b) + t * (isz ? p.z_t : p.x_t) +
+                          int64_t(bp.h0 + hl) * (isz ? p.z_h : p.x_h) + c0;
+      cp_chunk<at_t>((isz ? zs : xwin) + (t * NH + hl) * Pp + c0, (isz ? z : x) + src, min(CH, P - c0), pol);
     }
     cp_async_commit();
-    batched<4>(2 * R1_N + 3 * nh,
+    const int nC = T * R1_N, nD = nh * T;
+    batched<4>(2 * nC + nD + 2 * nh,
         [&](int i) -> float {
-          if (i < 2 * R1_N) {
-            const bool isB = i >= R1_N;
-            const int nn = isB ? i - R1_N : i;
-            return isB ? ld_act<AD>(p.Bm, b * p.B_b + bp.g * p.B_g + nn)
-                       : ld_act<AD>(p.Cm, b * p.C_b + bp.g * p.C_g + nn);
+          if (i < 2 * nC) {
+            const bool isB = i >= nC;
+            const int c = isB ? i - nC : i, t = c / R1_N, nn = c - t * R1_N;
+            return isB ? ld_act<AD>(p.Bm, b * p.B_b + t * p.B_t + bp.g * p.B_g + nn)
+                       : ld_act<AD>(p.Cm, b * p.C_b + t * p.C_t + bp.g * p.C_g + nn);
           }
-          i -= 2 * R1_N;
-          if (i < nh) return delta_of(p, b, 0, bp.h0 + i);
-          i -= nh;
+          i -= 2 * nC;
+          if (i < nD) { const int hl = i / T; return delta_of(p, b, i - hl * T, bp.h0 + hl); }
+          i -= nD;
           return i < nh ? A_of(p, bp.h0 + i) : D_of(p, bp.h0 + i - nh);
         },
         [&](int i, float val) {
-          if (i < 2 * R1_N) { (i < R1_N ? Cs : Bw - R1_N)[i] = val; return; }
-          i -= 2 * R1_N;
-          if (i < nh) { dwin[i] = val; return; }
-          i -= nh;
+          if (i < 2 * nC) { (i < nC ? Cs : Bw - nC)[i] = val; return; }
+          i -= 2 * nC;
+          if (i < nD) { dwin[i] = val; return; }  // [hl][t]
+          i -= nD;
           (i < nh ? Ah : Dh - nh)[i] = val;
         });
   }
@@ -218,7 +274,7 @@ mamba2_replay1_kernel(const Params p) {
     cp_async_wait(0);
     __syncthreads();  // barriers initialised
     for (int k = 0; k < min(NST, nsw); ++k) mbar_wait(bar + k, 0);  // no copy outlives the block
-    zero_outputs<AD>(p, bp, b, 0, 1);
+    zero_outputs<AD>(p, bp, b, 0, T);
     return;
   }
   const bool flush = plan.flush && !p.dual;
@@ -274,29 +330,36 @@ mamba2_replay1_kernel(const Params p) {
   cp_async_wait(0);
   if (rbulk) mbar_wait(rbar, 0);
   __syncthreads();  // ring, x_t, z_t landed
-  {  // the step's record at append_start (disjoint from the records read;
-     // nothing in this launch uses the entry: other blocks of the row may
-     // fetch it with the whole ring, old or new, and ignore it)
-    const int64_t q = plan.append_start;
+  {  // the step's T records from append_start (disjoint from the records
+     // read; nothing in this launch uses them)
+    auto q = [&](int t) { return int64_t(ring_wrap(plan.append_start, t, R)); };
     if (bp.hc == 0)
-      for (int i = tid; i < R1_N; i += KERNEL_THREADS) st_act<AD>(p.rB, slot * p.rB_s + q * p.rB_r + bp.g * p.rB_g + i, Bw[i]);
-    for (int i = tid; i < nh; i += KERNEL_THREADS) p.rdt[slot * p.rdt_s + q * p.rdt_r + bp.h0 + i] = dwin[i];
-    for (int i = tid; i < rows; i += KERNEL_THREADS) {
-      const int hl = i / P, pp = i - hl * P;
-      static_cast<at_t*>(p.rx)[slot * p.rx_s + q * p.rx_r + int64_t(bp.h0 + hl) * p.rx_h + pp] = xwin[hl * Pp + pp];
+      for (int i = tid; i < T * R1_N; i += KERNEL_THREADS) {
+        const int t = i / R1_N, nn = i - t * R1_N;
+        st_act<AD>(p.rB, slot * p.rB_s + q(t) * p.rB_r + bp.g * p.rB_g + nn, Bw[i]);
+      }
+    for (int i = tid; i < T * nh; i += KERNEL_THREADS) {
+      const int t = i / nh, hl = i - t * nh;
+      p.rdt[slot * p.rdt_s + q(t) * p.rdt_r + bp.h0 + hl] = dwin[hl * T + t];
+    }
+    for (int i = tid; i < T * rows; i += KERNEL_THREADS) {
+      const int t = i / rows, r = i - t * rows, hl = r / P, pp = r - hl * P;
+      static_cast<at_t*>(p.rx)[slot * p.rx_s + q(t) * p.rx_r + int64_t(bp.h0 + hl) * p.rx_h + pp] =
+          xwin[(t * NH + hl) * Pp + pp];
     }
   }
-  // B_j·C_t for jb <= j <= n (j = n: the window token), one warp per j;
+  // B_j·C_t for jb <= j <= n + t (j >= n: window tokens), one warp per pair;
   // flush: fold weights fw_j = δ_j e^{A Σ_{j<i<n} δ_i}, fdec, one warp per head
-  const int nbc = n - jb + 1;
+  const int span = n + T - jb, nbc = T * span;
   for (int i = warp; i < nbc + (flush ? nh : 0); i += KERNEL_WARPS) {
     if (i < nbc) {
-      const int j = jb + i;
+      const int t = i / span, j = jb + i - t * span;
+      if (j > n + t) continue;  // warp-uniform
       float s = 0.f;
       for (int nn = lane; nn < R1_N; nn += 32)
-        s = fmaf(j < n ? Traits<AD>::load(Bh[j * R1_N + nn]) : Bw[nn], Cs[nn], s);
+        s = fmaf(j < n ? Traits<AD>::load(Bh[j * R1_N + nn]) : Bw[(j - n) * R1_N + nn], Cs[t * R1_N + nn], s);
       s = cuda_util::warp_sum(s);
-      if (lane == 0) BC[j] = s;
+      if (lane == 0) BC[t * J + j] = s;
     } else {
       const int hl = i - nbc;
       const float A = Ah[hl];
@@ -306,106 +369,221 @@ mamba2_replay1_kernel(const Params p) {
     }
   }
   __syncthreads();
-  for (int hl = warp; hl < nh; hl += KERNEL_WARPS) {
+  for (int i = warp; i < nh * T; i += KERNEL_WARPS) {
+    const int hl = i / T, t = i - hl * T;
     const float A = Ah[hl];
-    auto d = [&](int j) { return j < n ? dh[j * nhp + hl] : dwin[hl]; };
-    float* c = coef + hl * (L + 1);
-    // s = Σ_{j < i <= n} δ_i
-    const float tot = suffix_scan(d, jb, n, lane, [&](int j, float s) { c[j] = d(j) * expf(A * s) * BC[j]; });
-    if (lane == 0) dec[hl] = expf(A * tot);
+    auto d = [&](int j) { return j < n ? dh[j * nhp + hl] : dwin[hl * T + j - n]; };
+    float* c = coef + i * J;
+    const float* bc = BC + t * J;
+    // s = Σ_{j < i <= n+t} δ_i
+    const float tot = suffix_scan(d, jb, n + t, lane, [&](int j, float s) { c[j] = d(j) * expf(A * s) * bc[j]; });
+    if (lane == 0) dec[i] = expf(A * tot);
   }
   __syncthreads();
-  for (int i = tid; i < rows; i += KERNEL_THREADS) {
-    const int hl = i / P, pp = i - hl * P;
-    const float* c = coef + hl * (L + 1);
-    const float xt = Traits<AD>::load(xwin[hl * Pp + pp]);
-    float h = Dh[hl] * xt;
+  for (int i = tid; i < T * rows; i += KERNEL_THREADS) {
+    const int t = i / rows, r = i - t * rows, hl = r / P, pp = r - hl * P;
+    const float* c = coef + (hl * T + t) * J;
+    auto xw = [&](int u) { return Traits<AD>::load(xwin[(u * NH + hl) * Pp + pp]); };
+    float h = Dh[hl] * xw(t);
     for (int j = jb; j < n; ++j) h = fmaf(c[j], Traits<AD>::load(xh[(j * NH + hl) * Pp + pp]), h);
-    hist[i] = fmaf(c[n], xt, h);
+    for (int u = 0; u <= t; ++u) h = fmaf(c[n + u], xw(u), h);
+    hist[i] = h;
   }
   __syncthreads();  // hist, read by the stream's epilogue
 
-  // ---- 4. stream, one sweep of SW rows at a time from its stage (NST
-  // stages in flight): part[r] = S·C_t (flush: fold, round, write first).
-  // Every sweep is waited on, so no copy is pending when the block exits.
-  float cq[E];
-#pragma unroll
-  for (int e = 0; e < E; ++e) cq[e] = Cs[lr * E + e];
-  // A flush folds FG rows at a time, records outer (one fp32 B_j vector per
-  // record, reused by the FG rows): f = fdec·S_0, then f + round(w·B_j) with
-  // w = fw_j x_j[p] for j = 0 … n−1, as replay_pass and the dual pack kernel.
-  constexpr int FG = E == 4 ? RB : RB / 2;
-  for (int k = 0; k < nsw; ++k) {
-    mbar_wait(bar + k % NST, uint32_t(k / NST) & 1u);
-    const int r0 = k * SW + warp * BR;
-    const char* const sk = srow(k);
-    float a[RB];
-#pragma unroll
-    for (int g0 = 0; g0 < RB; g0 += FG) {
-      float f[FG][E];
-#pragma unroll
-      for (int u = 0; u < FG; ++u) widen<SD>(*reinterpret_cast<const uint4*>(sk + (g0 + u) * RPL * ROWB), f[u]);
-      if (flush) {
-        int hl[FG], pp[FG];
-#pragma unroll
-        for (int u = 0; u < FG; ++u) {
-          const int rc = min(r0 + (g0 + u) * RPL + sub, rows - 1);
-          hl[u] = rc / P;
-          pp[u] = rc - hl[u] * P;
-          const float fd = fdec[hl[u]];
-#pragma unroll
-          for (int e = 0; e < E; ++e) f[u][e] *= fd;
-        }
-        // w_j = fw_j x_j[p] of LPR records at a time: lane lr of a row's
-        // lanes forms record j0 + lr's, and the record loop takes it by shuffle
-        for (int j0 = 0; j0 < n; j0 += LPR) {
-          const int jw = min(j0 + lr, n - 1), jn = min(LPR, n - j0);
-          float wl[FG];
-#pragma unroll
-          for (int u = 0; u < FG; ++u) wl[u] = fw[hl[u] * L + jw] * Traits<AD>::load(xh[(jw * NH + hl[u]) * Pp + pp[u]]);
-          for (int jl = 0; jl < jn; ++jl) {
-            const int j = j0 + jl;
-            float bj[E];
-#pragma unroll
-            for (int e = 0; e < E; ++e) bj[e] = Traits<AD>::load(Bh[j * R1_N + lr * E + e]);  // B_j as staged
-#pragma unroll
-            for (int u = 0; u < FG; ++u) {
-              const float w = __shfl_sync(0xffffffffu, wl[u], jl, LPR);
-#pragma unroll
-              for (int e = 0; e < E; ++e) f[u][e] = fmaf(1.f, f[u][e], __fmul_rn(w, bj[e]));
+  if constexpr (!MMA) {
+    // ---- 4. stream, one sweep of SW rows at a time from its stage (NST
+    // stages in flight): part[r] = S·C_t (flush: fold, round, write first).
+    // Every sweep is waited on, so no copy is pending when the block exits.
+    float cq[E];
+  #pragma unroll
+    for (int e = 0; e < E; ++e) cq[e] = Cs[lr * E + e];
+    // A flush folds FG rows at a time, records outer (one fp32 B_j vector per
+    // record, reused by the FG rows): f = fdec·S_0, then f + round(w·B_j) with
+    // w = fw_j x_j[p] for j = 0 … n−1, as replay_pass and the dual pack kernel.
+    constexpr int FG = E == 4 ? RB : RB / 2;
+    for (int k = 0; k < nsw; ++k) {
+      mbar_wait(bar + k % NST, uint32_t(k / NST) & 1u);
+      const int r0 = k * SW + warp * BR;
+      const char* const sk = srow(k);
+      float a[RB];
+  #pragma unroll
+      for (int g0 = 0; g0 < RB; g0 += FG) {
+        float f[FG][E];
+  #pragma unroll
+        for (int u = 0; u < FG; ++u) widen<SD>(*reinterpret_cast<const uint4*>(sk + (g0 + u) * RPL * ROWB), f[u]);
+        if (flush) {
+          int hl[FG], pp[FG];
+  #pragma unroll
+          for (int u = 0; u < FG; ++u) {
+            const int rc = min(r0 + (g0 + u) * RPL + sub, rows - 1);
+            hl[u] = rc / P;
+            pp[u] = rc - hl[u] * P;
+            const float fd = fdec[hl[u]];
+  #pragma unroll
+            for (int e = 0; e < E; ++e) f[u][e] *= fd;
+          }
+          // w_j = fw_j x_j[p] of LPR records at a time: lane lr of a row's
+          // lanes forms record j0 + lr's, and the record loop takes it by shuffle
+          for (int j0 = 0; j0 < n; j0 += LPR) {
+            const int jw = min(j0 + lr, n - 1), jn = min(LPR, n - j0);
+            float wl[FG];
+  #pragma unroll
+            for (int u = 0; u < FG; ++u) wl[u] = fw[hl[u] * L + jw] * Traits<AD>::load(xh[(jw * NH + hl[u]) * Pp + pp[u]]);
+            for (int jl = 0; jl < jn; ++jl) {
+              const int j = j0 + jl;
+              float bj[E];
+  #pragma unroll
+              for (int e = 0; e < E; ++e) bj[e] = Traits<AD>::load(Bh[j * R1_N + lr * E + e]);  // B_j as staged
+  #pragma unroll
+              for (int u = 0; u < FG; ++u) {
+                const float w = __shfl_sync(0xffffffffu, wl[u], jl, LPR);
+  #pragma unroll
+                for (int e = 0; e < E; ++e) f[u][e] = fmaf(1.f, f[u][e], __fmul_rn(w, bj[e]));
+              }
             }
+          }
+  #pragma unroll
+          for (int u = 0; u < FG; ++u) {
+            const int r = r0 + (g0 + u) * RPL + sub;
+            const uint4 v = narrow<SD>(f[u]);  // outputs read the checkpoint as stored
+            if (r < rows) *reinterpret_cast<uint4*>(row_ptr(r) + lr * E) = v;
+            widen<SD>(v, f[u]);
+          }
+        }
+  #pragma unroll
+        for (int u = 0; u < FG; ++u) {
+          float sum = 0.f;
+  #pragma unroll
+          for (int e = 0; e < E; ++e) sum = fmaf(f[u][e], cq[e], sum);
+          a[g0 + u] = sum;
+        }
+      }
+      cuda_util::transpose_sum<RB, LPR>(a, lr);
+      if ((lr & (LPR / RB - 1)) == 0) {  // y = dec·(S·C_t) + hist, gate, from the lane holding the row's sum
+        const int r = r0 + (lr / (LPR / RB)) * RPL + sub;
+        if (r < rows) {
+          const int hl = r / P, pp = r - hl * P;
+          float yv = fmaf(a[0], dec[hl], hist[r]);
+          if (p.z) yv = silu_gate(yv, Traits<AD>::load(zs[hl * Pp + pp]));
+          st_act<AD>(p.y, b * p.y_b + int64_t(bp.h0 + hl) * p.y_h + pp, yv);
+        }
+      }
+      __syncthreads();  // stage k % NST consumed: refill it with sweep k + NST
+      if (tid == 0 && k + NST < nsw) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        issue_sweep(k + NST);
+      }
+    }
+  } else {
+    // ---- 4 (T > 1). The sweeps on tensor cores: part[r][t] = Σ_n S[r][n]·C_t[n]
+    // as m16n8k8 tf32 products (rows × tokens, T <= 8). Warp w takes the
+    // 16-row tiles (w & 3) + 4u of a sweep over the column half kh = w >> 2;
+    // lane (g, t4) = (lane / 4, lane % 4) holds rows g, g + 8 of a tile at
+    // columns kh·64 + 16c + 4·t4 + e (c, e < 4), read as one 16- or 8-byte
+    // vector per (row, c). The k order inside a k-step is free as long as A
+    // and B agree: k-step (c, s) maps k = t4 to column 16c + 4·t4 + 2s and
+    // k = t4 + 4 to the column after it, for the state (A) and C (B) alike.
+    // fp32 states are split into tf32 hi + lo (two products; a bf16 / f16
+    // state and bf16 / f16 C are exact in tf32); fp32 C is split too. The
+    // half-1 warps hand their partial sums to the half-0 warps through
+    // shared memory (two sweeps' worth); those add, scale, gate and store.
+    constexpr int TPW = SW / 64;  // tiles per warp and sweep: fp32 1, bf16 / f16 2
+    constexpr bool SPLIT_A = SD == DType::f32, SPLIT_B = AD == DType::f32;
+    const int g = lane >> 2, t4 = lane & 3, kh = warp >> 2, wq = warp & 3;
+    const int col0 = kh * 64 + 4 * t4;
+    uint32_t bh[16], bl[SPLIT_B ? 16 : 1];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const float v = g < T ? Cs[g * R1_N + col0 + 16 * (i / 4) + i % 4] : 0.f;
+      bh[i] = to_tf32(v);
+      if constexpr (SPLIT_B) bl[i] = to_tf32(v - __uint_as_float(bh[i]));
+    }
+    float4* red = reinterpret_cast<float4*>(base + m.red);  // [2][SW / 16][32]
+    for (int k = 0; k < nsw; ++k) {
+      mbar_wait(bar + k % NST, uint32_t(k / NST) & 1u);
+      const char* const sb = stage + int64_t(k % NST) * SW * ROWB;
+      float d[TPW][4];
+#pragma unroll
+      for (int u = 0; u < TPW; ++u) {
+        const int tr = (wq + 4 * u) * 16;  // the tile's first row in the sweep
+        float f[2][16];                    // rows g, g + 8
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) ld4<SD>(sb + ((tr + g + 8 * h) * R1_N + col0 + 16 * c) * int(sizeof(st_t)), f[h] + 4 * c);
+        if (flush) {  // fold as the FMA stream: fdec·S_0, then + round(w_j·B_j), records in order
+          int hl[2], pp[2];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int rc = min(k * SW + tr + g + 8 * h, rows - 1);
+            hl[h] = rc / P;
+            pp[h] = rc - hl[h] * P;
+            const float fd = fdec[hl[h]];
+#pragma unroll
+            for (int e = 0; e < 16; ++e) f[h][e] *= fd;
+          }
+          for (int j = 0; j < n; ++j) {
+            float bj[16];
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) bj[4 * c + e] = Traits<AD>::load(Bh[j * R1_N + col0 + 16 * c + e]);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const float w = fw[hl[h] * L + j] * Traits<AD>::load(xh[(j * NH + hl[h]) * Pp + pp[h]]);
+#pragma unroll
+              for (int e = 0; e < 16; ++e) f[h][e] = fmaf(1.f, f[h][e], __fmul_rn(w, bj[e]));
+            }
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = k * SW + tr + g + 8 * h;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) st4<SD>(r < rows ? row_ptr(r) + col0 + 16 * c : nullptr, f[h] + 4 * c);
           }
         }
 #pragma unroll
-        for (int u = 0; u < FG; ++u) {
-          const int r = r0 + (g0 + u) * RPL + sub;
-          const uint4 v = narrow<SD>(f[u]);  // outputs read the checkpoint as stored
-          if (r < rows) *reinterpret_cast<uint4*>(row_ptr(r) + lr * E) = v;
-          widen<SD>(v, f[u]);
+        for (int i = 0; i < 4; ++i) d[u][i] = 0.f;
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+#pragma unroll
+          for (int s2 = 0; s2 < 2; ++s2) {
+            const float a[4] = {f[0][4 * c + 2 * s2], f[1][4 * c + 2 * s2], f[0][4 * c + 2 * s2 + 1], f[1][4 * c + 2 * s2 + 1]};
+            uint32_t ah[4], al[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              ah[i] = to_tf32(a[i]);
+              al[i] = SPLIT_A ? to_tf32(a[i] - __uint_as_float(ah[i])) : 0u;
+            }
+            const uint32_t b0 = bh[4 * c + 2 * s2], b1 = bh[4 * c + 2 * s2 + 1];
+            if constexpr (SPLIT_A) mma_tf32(d[u], al, b0, b1);
+            if constexpr (SPLIT_B) mma_tf32(d[u], ah, bl[4 * c + 2 * s2], bl[4 * c + 2 * s2 + 1]);
+            mma_tf32(d[u], ah, b0, b1);
+          }
+        if (kh == 1) red[((k & 1) * (SW / 16) + wq + 4 * u) * 32 + lane] = make_float4(d[u][0], d[u][1], d[u][2], d[u][3]);
+      }
+      __syncthreads();  // stage k % NST consumed, half-1 partials stored: refill the stage
+      if (tid == 0 && k + NST < nsw) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        issue_sweep(k + NST);
+      }
+      if (kh == 0) {
+#pragma unroll
+        for (int u = 0; u < TPW; ++u) {
+          const float4 o = red[((k & 1) * (SW / 16) + wq + 4 * u) * 32 + lane];
+          const float part[4] = {d[u][0] + o.x, d[u][1] + o.y, d[u][2] + o.z, d[u][3] + o.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {  // (row g or g + 8, token 2·t4 or 2·t4 + 1)
+            const int r = k * SW + (wq + 4 * u) * 16 + g + 8 * (i >> 1), t = 2 * t4 + (i & 1);
+            if (r >= rows || t >= T) continue;
+            const int hl = r / P, pp = r - hl * P;
+            float yv = fmaf(part[i], dec[hl * T + t], hist[t * rows + r]);
+            if (p.z) yv = silu_gate(yv, Traits<AD>::load(zs[(t * NH + hl) * Pp + pp]));
+            st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(bp.h0 + hl) * p.y_h + pp, yv);
+          }
         }
       }
-#pragma unroll
-      for (int u = 0; u < FG; ++u) {
-        float sum = 0.f;
-#pragma unroll
-        for (int e = 0; e < E; ++e) sum = fmaf(f[u][e], cq[e], sum);
-        a[g0 + u] = sum;
-      }
-    }
-    cuda_util::transpose_sum<RB, LPR>(a, lr);
-    if ((lr & (LPR / RB - 1)) == 0) {  // y = dec·(S·C_t) + hist, gate, from the lane holding the row's sum
-      const int r = r0 + (lr / (LPR / RB)) * RPL + sub;
-      if (r < rows) {
-        const int hl = r / P, pp = r - hl * P;
-        float yv = fmaf(a[0], dec[hl], hist[r]);
-        if (p.z) yv = silu_gate(yv, Traits<AD>::load(zs[hl * Pp + pp]));
-        st_act<AD>(p.y, b * p.y_b + int64_t(bp.h0 + hl) * p.y_h + pp, yv);
-      }
-    }
-    __syncthreads();  // stage k % NST consumed: refill it with sweep k + NST
-    if (tid == 0 && k + NST < nsw) {
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      issue_sweep(k + NST);
     }
   }
 }

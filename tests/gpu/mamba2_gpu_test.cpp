@@ -4,6 +4,7 @@
 // cursors must match exactly. Outputs are NaN-poisoned before every call.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -157,24 +158,43 @@ void expect_pad_zero(const HostTensor& y, int64_t row, int64_t per_row, const st
 // With B > 3 rows: B + 1 slots (B + 1 prime to 7), row b on slot 7b mod (B + 1),
 // row 1 a pad row: the batch sizes at which the launchers pick their
 // production tiles (multi-head blocks), not the small-grid fallbacks.
-void replay_t1_run(std::mt19937& rng, const Shape& s, const Dtypes& d, int steps, const std::string& what,
-                   int64_t B = 3) {
+// T > 1: speculative windows of T tokens, L = 8, each row accepting a random
+// count of the previous window (num_accepted, committed by the step), so the
+// rows flush at different steps. Returns the largest output error seen.
+double replay_run(std::mt19937& rng, const Shape& s, const Dtypes& d, int steps, const std::string& what,
+                  int64_t B = 3, int64_t T = 1) {
   const double t = tol(d.state, d.act);
   std::vector<int64_t> rows = {2, -1, 1};
   if (B > 3) {
     rows.clear();
     for (int64_t b = 0; b < B; ++b) rows.push_back(b == 1 ? -1 : b * 7 % (B + 1));
   }
-  Pool pool(rng, std::max<int64_t>(4, B + 1), s, d, 4, 1);
+  Pool pool(rng, std::max<int64_t>(4, B + 1), s, d, T == 1 ? 4 : 8, T);
+  HostTensor acc(DType::i32, {B});
+  std::uniform_int_distribution<int> a(1, int(T));
+  double worst = 0;
   for (int step = 0; step < steps; ++step) {
-    Step st(rng, B, 1, s, d, rows, step % 2 == 0, pool.layer);
-    mamba2_replay_step(st.host(), pool.host(), Tensor{}, true, ref_exec());
-    mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, Exec{Backend::cuda});
+    Step st(rng, B, T, s, d, rows, step % 2 == 0, pool.layer);
+    for (int64_t b = 0; b < B; ++b) acc.set(b, a(rng));
+    const DeviceTensor dacc(acc);
+    const bool pass = T > 1 && step > 0;
+    mamba2_replay_step(st.host(), pool.host(), pass ? acc.t() : Tensor{}, T == 1, ref_exec());
+    DeviceStatus ds;
+    mamba2_replay_step(st.dev(), pool.dev(), pass ? dacc.t() : Tensor{}, T == 1, ds.exec());
+    EXPECT_EQ(ds.read(), 0) << what << " step " << step;
     const HostTensor y = download(st.dy);
-    EXPECT_LE(err(y, st.y), t) << what << " replay step " << step;
-    expect_pad_zero(y, 1, s.H * s.P, what);
+    const double e = err(y, st.y);
+    worst = std::max(worst, e);
+    EXPECT_LE(e, t) << what << " T=" << T << " replay step " << step;
+    expect_pad_zero(y, 1, T * s.H * s.P, what);
+    if (::testing::Test::HasFailure()) return worst;
   }
   pool.expect_match(t, what + " replay");
+  return worst;
+}
+void replay_t1_run(std::mt19937& rng, const Shape& s, const Dtypes& d, int steps, const std::string& what,
+                   int64_t B = 3) {
+  replay_run(rng, s, d, steps, what, B, 1);
 }
 
 // ---------------------------------------------------------------------------
@@ -589,6 +609,37 @@ TEST(Mamba2Gpu, ReplayProductionTilesBf16Wide) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(47);
   replay_t1_run(rng, Shape{128, 64, 128, 8}, Dtypes{DType::bf16, DType::bf16, DType::bf16}, 9, "bf16 140 rows", 140);
+}
+
+// Speculative steps (T > 1) on the tensor-core stream of the bulk-copy
+// kernel (N = 128: every model shape), every state / activation dtype pair,
+// T in {2, 5, 8}, against the fp64 reference: outputs of all T tokens every
+// step (accepted or not: the next step commits a random count per row), the
+// checkpoint, ring and cursors at the end. 20 steps at L = 8 flush every row
+// several times. The largest output error is printed per case.
+TEST(Mamba2Gpu, SpecTensorCoresAllShapesAndDtypes) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(53);
+  for (const Shape& s : MODEL_SHAPES)
+    for (const Dtypes& d : DTYPE_SET)
+      for (int64_t T : {2, 5, 8}) {
+        const std::string what = "H" + std::to_string(s.H) + " P" + std::to_string(s.P) + " " + name(d);
+        const double e = replay_run(rng, s, d, 20, what, 3, T);
+        std::printf("  spec %s T=%d: max output error %.3g (tol %.3g)\n", what.c_str(), int(T), e, tol(d.state, d.act));
+        if (::testing::Test::HasFailure()) return;
+      }
+}
+
+// The same at production tiles: H128·P64·N128 at 72 rows (8-head blocks,
+// ring by bulk copies) for fp32 and bf16 states, and 140 bf16 rows (16-head
+// blocks), T = 5 and 8.
+TEST(Mamba2Gpu, SpecTensorCoresProductionTiles) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(59);
+  const Shape s{128, 64, 128, 8};
+  for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}})
+    for (int64_t T : {5, 8}) replay_run(rng, s, d, 12, name(d) + " 72 rows", 72, T);
+  replay_run(rng, s, Dtypes{DType::bf16, DType::bf16, DType::bf16}, 12, "bf16 140 rows", 140, 5);
 }
 
 // Bad slot and bad accepted count: the status bit is set, the row skipped
