@@ -162,8 +162,9 @@ void expect_pad_zero(const HostTensor& y, int64_t row, int64_t per_row, const st
 // count of the previous window (num_accepted, committed by the step), so the
 // rows flush at different steps. Returns the largest output error seen.
 double replay_run(std::mt19937& rng, const Shape& s, const Dtypes& d, int steps, const std::string& what,
-                  int64_t B = 3, int64_t T = 1) {
-  const double t = tol(d.state, d.act);
+                  int64_t B = 3, int64_t T = 1, const Exec& oracle = ref_exec()) {
+  // the fast CPU backend is within tol of fp64, as the GPU is
+  const double t = (oracle.backend == Backend::reference ? 1 : 2) * tol(d.state, d.act);
   std::vector<int64_t> rows = {2, -1, 1};
   if (B > 3) {
     rows.clear();
@@ -178,7 +179,7 @@ double replay_run(std::mt19937& rng, const Shape& s, const Dtypes& d, int steps,
     for (int64_t b = 0; b < B; ++b) acc.set(b, a(rng));
     const DeviceTensor dacc(acc);
     const bool pass = T > 1 && step > 0;
-    mamba2_replay_step(st.host(), pool.host(), pass ? acc.t() : Tensor{}, T == 1, ref_exec());
+    mamba2_replay_step(st.host(), pool.host(), pass ? acc.t() : Tensor{}, T == 1, oracle);
     DeviceStatus ds;
     mamba2_replay_step(st.dev(), pool.dev(), pass ? dacc.t() : Tensor{}, T == 1, ds.exec());
     EXPECT_EQ(ds.read(), 0) << what << " step " << step;
@@ -612,35 +613,47 @@ TEST(Mamba2Gpu, ReplayProductionTilesBf16Wide) {
 }
 
 // Speculative steps (T > 1) on the tensor-core stream of the bulk-copy
-// kernel (N = 128: every model shape), every state / activation dtype pair,
-// T in {2, 5, 8}, against the fp64 reference: outputs of all T tokens every
-// step (accepted or not: the next step commits a random count per row), the
-// checkpoint, ring and cursors at the end. 20 steps at L = 8 flush every row
-// several times. The largest output error is printed per case.
-TEST(Mamba2Gpu, SpecTensorCoresAllShapesAndDtypes) {
+// kernel (N = 128: every model shape), every state / activation dtype pair
+// at T = 5, and T = 2 and 8 on H64, against the fp64 reference: outputs of
+// all T tokens every step (accepted or not: the next step commits a random
+// count per row), the checkpoint, ring and cursors at the end. 10 steps at
+// L = 8 flush every row several times. Prints the largest output error.
+class Mamba2GpuSpecTensorCores : public GpuTestPart {};
+TEST_P(Mamba2GpuSpecTensorCores, AllShapesAndDtypes) {
   RSSM_SKIP_WITHOUT_GPU();
-  std::mt19937 rng(53);
+  int item = 0;
   for (const Shape& s : MODEL_SHAPES)
     for (const Dtypes& d : DTYPE_SET)
       for (int64_t T : {2, 5, 8}) {
+        if (T != 5 && s.H != 64) continue;
+        std::mt19937 rng(53 + item);
+        if (!mine(item++)) continue;
         const std::string what = "H" + std::to_string(s.H) + " P" + std::to_string(s.P) + " " + name(d);
-        const double e = replay_run(rng, s, d, 20, what, 3, T);
+        const double e = replay_run(rng, s, d, 10, what, 3, T);
         std::printf("  spec %s T=%d: max output error %.3g (tol %.3g)\n", what.c_str(), int(T), e, tol(d.state, d.act));
-        if (::testing::Test::HasFailure()) return;
       }
 }
+RSSM_GPU_TEST_PARTS(Mamba2GpuSpecTensorCores);
 
-// The same at production tiles: H128·P64·N128 at 72 rows (8-head blocks,
-// ring by bulk copies) for fp32 and bf16 states, and 140 bf16 rows (16-head
-// blocks), T = 5 and 8.
-TEST(Mamba2Gpu, SpecTensorCoresProductionTiles) {
+// The same at production tiles, against the fast CPU backend (itself tested
+// against the fp64 reference): H128·P64·N128 at 72 rows (8-head blocks, ring
+// by bulk copies), fp32 and bf16 states, T = 5 and 8; 140 bf16 rows (16-head
+// blocks), T = 5.
+class Mamba2GpuSpecProductionTiles : public GpuTestPart {};
+TEST_P(Mamba2GpuSpecProductionTiles, H128) {
   RSSM_SKIP_WITHOUT_GPU();
-  std::mt19937 rng(59);
   const Shape s{128, 64, 128, 8};
+  const Exec cpu{Backend::cpu};
+  int item = 0;
   for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}})
-    for (int64_t T : {5, 8}) replay_run(rng, s, d, 12, name(d) + " 72 rows", 72, T);
-  replay_run(rng, s, Dtypes{DType::bf16, DType::bf16, DType::bf16}, 12, "bf16 140 rows", 140, 5);
+    for (int64_t T : {5, 8}) {
+      std::mt19937 rng(59 + item);
+      if (mine(item++)) replay_run(rng, s, d, 6, name(d) + " 72 rows", 72, T, cpu);
+    }
+  std::mt19937 rng(67);
+  if (mine(item++)) replay_run(rng, s, Dtypes{DType::bf16, DType::bf16, DType::bf16}, 6, "bf16 140 rows", 140, 5, cpu);
 }
+RSSM_GPU_TEST_PARTS(Mamba2GpuSpecProductionTiles);
 
 // Bad slot and bad accepted count: the status bit is set, the row skipped
 // (no state, ring or cursor change), the other rows are correct.
