@@ -153,7 +153,9 @@ mamba2_replay1_kernel(const Params p) {
   extern __shared__ float4 smem4[];
   char* base = reinterpret_cast<char*>(smem4);
   const BlockPos bp = block_pos(p);
-  const int nh = bp.nh, P = p.P, L = p.L, R = p.R, NH = p.nh, T = p.T, J = L + T;
+  // T = 1 is a constant of the FMA stream's instance (its phases compile as
+  // before the speculative generalisation)
+  const int nh = bp.nh, P = p.P, L = p.L, R = p.R, NH = p.nh, T = MMA ? p.T : 1, J = L + T;
   const int NST = p.stages;
   const Replay1Layout& m = p.r1;  // host-computed (replay1_smem)
   char* stage = base + m.stage;
@@ -380,14 +382,33 @@ mamba2_replay1_kernel(const Params p) {
     if (lane == 0) dec[i] = expf(A * tot);
   }
   __syncthreads();
-  for (int i = tid; i < T * rows; i += KERNEL_THREADS) {
-    const int t = i / rows, r = i - t * rows, hl = r / P, pp = r - hl * P;
-    const float* c = coef + (hl * T + t) * J;
+  // hist[t][r] = D x_t[p] + Σ_{jb<=j<n} coef[t][j] x_j[p] + Σ_{u<=t} coef[t][n+u] x_u[p],
+  // a thread per row for all T tokens (each x read once)
+  for (int r = tid; r < rows; r += KERNEL_THREADS) {
+    const int hl = r / P, pp = r - hl * P;
+    const float* c = coef + hl * T * J;
     auto xw = [&](int u) { return Traits<AD>::load(xwin[(u * NH + hl) * Pp + pp]); };
-    float h = Dh[hl] * xw(t);
-    for (int j = jb; j < n; ++j) h = fmaf(c[j], Traits<AD>::load(xh[(j * NH + hl) * Pp + pp]), h);
-    for (int u = 0; u <= t; ++u) h = fmaf(c[n + u], xw(u), h);
-    hist[i] = h;
+    float h[R1_MAX_T];
+#pragma unroll
+    for (int t = 0; t < R1_MAX_T; ++t)
+      if (t < T) h[t] = Dh[hl] * xw(t);
+    for (int j = jb; j < n; ++j) {
+      const float x = Traits<AD>::load(xh[(j * NH + hl) * Pp + pp]);
+#pragma unroll
+      for (int t = 0; t < R1_MAX_T; ++t)
+        if (t < T) h[t] = fmaf(c[t * J + j], x, h[t]);
+    }
+#pragma unroll
+    for (int u = 0; u < R1_MAX_T; ++u) {
+      if (u >= T) break;
+      const float x = xw(u);
+#pragma unroll
+      for (int t = 0; t < R1_MAX_T; ++t)
+        if (t >= u && t < T) h[t] = fmaf(c[t * J + n + u], x, h[t]);
+    }
+#pragma unroll
+    for (int t = 0; t < R1_MAX_T; ++t)
+      if (t < T) hist[t * rows + r] = h[t];
   }
   __syncthreads();  // hist, read by the stream's epilogue
 
@@ -512,30 +533,50 @@ mamba2_replay1_kernel(const Params p) {
         for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int c = 0; c < 4; ++c) ld4<SD>(sb + ((tr + g + 8 * h) * R1_N + col0 + 16 * c) * int(sizeof(st_t)), f[h] + 4 * c);
-        if (flush) {  // fold as the FMA stream: fdec·S_0, then + round(w_j·B_j), records in order
+        if (flush) {
+          // The fold on tensor cores too: S_new = fdec·S_0 + W·B with
+          // W[r][j] = fw_j x_j[p] ([rows × n] · [n × N], k = records, tf32
+          // with W split hi + lo). The product's column order is chosen so
+          // that its accumulator fragment (row g / g + 8, columns 2·t4, 2·t4 + 1
+          // of n-tile nt) lands on this lane's columns: logical column
+          // 8·nt + 2·t' + i is column kh·64 + 16·(nt / 2) + 4·t' + 2·(nt % 2) + i.
           int hl[2], pp[2];
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int rc = min(k * SW + tr + g + 8 * h, rows - 1);
             hl[h] = rc / P;
             pp[h] = rc - hl[h] * P;
-            const float fd = fdec[hl[h]];
-#pragma unroll
-            for (int e = 0; e < 16; ++e) f[h][e] *= fd;
           }
-          for (int j = 0; j < n; ++j) {
-            float bj[16];
+          float acc[8][4] = {};
+          for (int j0 = 0; j0 < n; j0 += 8) {
+            uint32_t wh[4], wl[4];  // A: rows g, g + 8 (i & 1) at records j0 + t4 (+ 4 for i >= 2)
 #pragma unroll
-            for (int c = 0; c < 4; ++c)
+            for (int i = 0; i < 4; ++i) {
+              const int h = i & 1, j = j0 + t4 + 4 * (i >> 1);
+              const float w = j < n ? fw[hl[h] * L + j] * Traits<AD>::load(xh[(j * NH + hl[h]) * Pp + pp[h]]) : 0.f;
+              wh[i] = to_tf32(w);
+              wl[i] = to_tf32(w - __uint_as_float(wh[i]));
+            }
+            const int ja = j0 + t4, jb4 = ja + 4;
 #pragma unroll
-              for (int e = 0; e < 4; ++e) bj[4 * c + e] = Traits<AD>::load(Bh[j * R1_N + col0 + 16 * c + e]);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const float w = fw[hl[h] * L + j] * Traits<AD>::load(xh[(j * NH + hl[h]) * Pp + pp[h]]);
-#pragma unroll
-              for (int e = 0; e < 16; ++e) f[h][e] = fmaf(1.f, f[h][e], __fmul_rn(w, bj[e]));
+            for (int nt = 0; nt < 8; ++nt) {  // B: records ja, jb4 at logical column 8·nt + g
+              const int col = kh * 64 + 16 * (nt >> 1) + 4 * (g >> 1) + 2 * (nt & 1) + (g & 1);
+              const float v0 = ja < n ? Traits<AD>::load(Bh[ja * R1_N + col]) : 0.f;
+              const float v1 = jb4 < n ? Traits<AD>::load(Bh[jb4 * R1_N + col]) : 0.f;
+              const uint32_t b0 = to_tf32(v0), b1 = to_tf32(v1);
+              mma_tf32(acc[nt], wl, b0, b1);
+              if constexpr (SPLIT_B)
+                mma_tf32(acc[nt], wh, to_tf32(v0 - __uint_as_float(b0)), to_tf32(v1 - __uint_as_float(b1)));
+              mma_tf32(acc[nt], wh, b0, b1);
             }
           }
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              float& v = f[i >> 1][4 * (nt >> 1) + 2 * (nt & 1) + (i & 1)];
+              v = fmaf(v, fdec[hl[i >> 1]], acc[nt][i]);
+            }
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int r = k * SW + tr + g + 8 * h;
