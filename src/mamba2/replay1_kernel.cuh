@@ -62,24 +62,29 @@ inline Replay1Layout replay1_smem(int L, int T, int nh, int P, int act_size, int
   m.bar = take(8 * (R1_MAX_STAGES + 1));  // mbarriers: one per stage, then the ring's
   m.Pp = (P + 7) / 8 * 8;
   m.nhp = (nh + 3) / 4 * 4;
-  m.Cs = take(4 * T * R1_N);                            // [T][N]      C_t
-  m.Bw = take(4 * T * R1_N);                            // [T][N]      B of the window
+  // regions read only before the stream first (Cs … xwin): the tensor-core
+  // stream's partial-sum buffer reuses them when they are large enough
+  const int64_t dead0 = o;
+  m.Cs = take(int64_t(act_size) * T * R1_N);            // [T][N]      C_t (activation dtype: exact)
+  m.Bw = take(int64_t(act_size) * T * R1_N);            // [T][N]      B of the window
   m.BC = take(4 * T * J);                               // [T][J]      B_j·C_t
   m.dh = take(4 * int64_t(L) * m.nhp);                  // [L][nhp]    δ of the records
   m.dwin = take(4 * nh * T);                            // [nh][T]     δ of the window
   m.Ah = take(4 * nh);
   m.Dh = take(4 * nh);
   m.coef = take(4 * int64_t(nh) * T * J);               // [nh][T][J]
+  m.xwin = take(int64_t(act_size) * T * nh * m.Pp);     // [T][nh][Pp] x of the window
+  const int64_t dead = o - dead0;
   m.dec = take(4 * nh * T);                             // [nh][T]
   m.fw = take(4 * int64_t(nh) * L);                     // [nh][L]     fold weights
   m.fdec = take(4 * nh);
   m.hist = take(4 * int64_t(T) * nh * P);               // [T][nh·P]
   m.Bh = take(int64_t(act_size) * L * R1_N);            // [L][N]      B of the records
   m.xh = take(int64_t(act_size) * L * nh * m.Pp);       // [L][nh][Pp] x of the records
-  m.xwin = take(int64_t(act_size) * T * nh * m.Pp);     // [T][nh][Pp] x of the window
   m.zs = take(int64_t(act_size) * T * nh * m.Pp);       // [T][nh][Pp] z of the window
-  // tensor-core stream: the column half 1 warps' partial products, two sweeps
-  m.red = mma ? take(2 * (replay1_sweep_rows(state_size) / 16) * 32 * 16) : 0;
+  // tensor-core stream: the column-half-1 warps' partial sums of two sweeps
+  const int64_t red = 2 * (replay1_sweep_rows(state_size) / 16) * 32 * 16;
+  m.red = !mma ? 0 : red <= dead ? m.Cs : take(red);
   m.bytes = int32_t(o);  // < 2^31: bounded by launch.cu::replay1_fits
   return m;
 }
@@ -90,11 +95,19 @@ using cuda_util::mbar_arrive_expect_tx;
 using cuda_util::mbar_init;
 using cuda_util::mbar_wait;
 
-// tf32 tensor-core helpers of the T > 1 stream.
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
+// tf32 tensor-core helpers of the T > 1 stream. The products read the top
+// 19 bits of each 32-bit operand (the low 13 are ignored), so a value exact
+// in tf32 (bf16, f16) passes as is; SPLIT: hi = x with the low 13 bits
+// cleared, lo = x − hi (exact in fp32; its own low bits are dropped by the
+// product), hi·b + lo·b carrying ~21 bits of x (3xTF32-style products).
+template <bool SPLIT>
+__device__ __forceinline__ void tf32_split(float x, uint32_t& hi, uint32_t& lo) {
+  if constexpr (SPLIT) {
+    hi = __float_as_uint(x) & 0xffffe000u;
+    lo = __float_as_uint(x - __uint_as_float(hi));
+  } else {
+    hi = __float_as_uint(x);
+  }
 }
 // d += A·B, m16n8k8, tf32 inputs, fp32 accumulators (PTX fragment layout).
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -160,8 +173,8 @@ mamba2_replay1_kernel(const Params p) {
   const Replay1Layout& m = p.r1;  // host-computed (replay1_smem)
   char* stage = base + m.stage;
   uint64_t* bar = reinterpret_cast<uint64_t*>(base + m.bar);
-  float* Cs = reinterpret_cast<float*>(base + m.Cs);
-  float* Bw = reinterpret_cast<float*>(base + m.Bw);
+  at_t* Cs = reinterpret_cast<at_t*>(base + m.Cs);
+  at_t* Bw = reinterpret_cast<at_t*>(base + m.Bw);
   float* BC = reinterpret_cast<float*>(base + m.BC);
   float* dh = reinterpret_cast<float*>(base + m.dh);
   float* dwin = reinterpret_cast<float*>(base + m.dwin);
@@ -260,7 +273,7 @@ mamba2_replay1_kernel(const Params p) {
           return i < nh ? A_of(p, bp.h0 + i) : D_of(p, bp.h0 + i - nh);
         },
         [&](int i, float val) {
-          if (i < 2 * nC) { (i < nC ? Cs : Bw - nC)[i] = val; return; }
+          if (i < 2 * nC) { (i < nC ? Cs : Bw - nC)[i] = Traits<AD>::store(val); return; }  // exact
           i -= 2 * nC;
           if (i < nD) { dwin[i] = val; return; }  // [hl][t]
           i -= nD;
@@ -335,19 +348,40 @@ mamba2_replay1_kernel(const Params p) {
   {  // the step's T records from append_start (disjoint from the records
      // read; nothing in this launch uses them)
     auto q = [&](int t) { return int64_t(ring_wrap(plan.append_start, t, R)); };
-    if (bp.hc == 0)
-      for (int i = tid; i < T * R1_N; i += KERNEL_THREADS) {
-        const int t = i / R1_N, nn = i - t * R1_N;
-        st_act<AD>(p.rB, slot * p.rB_s + q(t) * p.rB_r + bp.g * p.rB_g + nn, Bw[i]);
+    // with m.ring_bulk every entry is a run of 16-byte chunks (launch.cu::
+    // replay1_ring_bulk): copied as such; otherwise element by element
+    at_t* const rx = static_cast<at_t*>(p.rx);
+    at_t* const rB = static_cast<at_t*>(p.rB);
+    if (bp.hc == 0) {
+      if (rbulk) {
+        for (int i = tid; i < T * (R1_N / CH); i += KERNEL_THREADS) {
+          const int t = i / (R1_N / CH), c0 = (i - t * (R1_N / CH)) * CH;
+          *reinterpret_cast<uint4*>(rB + slot * p.rB_s + q(t) * p.rB_r + bp.g * p.rB_g + c0) =
+              *reinterpret_cast<const uint4*>(Bw + t * R1_N + c0);
+        }
+      } else {
+        for (int i = tid; i < T * R1_N; i += KERNEL_THREADS) {
+          const int t = i / R1_N, nn = i - t * R1_N;
+          rB[slot * p.rB_s + q(t) * p.rB_r + bp.g * p.rB_g + nn] = Bw[i];
+        }
       }
+    }
     for (int i = tid; i < T * nh; i += KERNEL_THREADS) {
       const int t = i / nh, hl = i - t * nh;
       p.rdt[slot * p.rdt_s + q(t) * p.rdt_r + bp.h0 + hl] = dwin[hl * T + t];
     }
-    for (int i = tid; i < T * rows; i += KERNEL_THREADS) {
-      const int t = i / rows, r = i - t * rows, hl = r / P, pp = r - hl * P;
-      static_cast<at_t*>(p.rx)[slot * p.rx_s + q(t) * p.rx_r + int64_t(bp.h0 + hl) * p.rx_h + pp] =
-          xwin[(t * NH + hl) * Pp + pp];
+    if (rbulk) {  // P % CH == 0 here
+      const int pch = P / CH;
+      for (int i = tid; i < T * nh * pch; i += KERNEL_THREADS) {
+        const int sg = i / pch, c0 = (i - sg * pch) * CH, t = sg / nh, hl = sg - t * nh;
+        *reinterpret_cast<uint4*>(rx + slot * p.rx_s + q(t) * p.rx_r + int64_t(bp.h0 + hl) * p.rx_h + c0) =
+            *reinterpret_cast<const uint4*>(xwin + (t * NH + hl) * Pp + c0);
+      }
+    } else {
+      for (int i = tid; i < T * rows; i += KERNEL_THREADS) {
+        const int t = i / rows, r = i - t * rows, hl = r / P, pp = r - hl * P;
+        rx[slot * p.rx_s + q(t) * p.rx_r + int64_t(bp.h0 + hl) * p.rx_h + pp] = xwin[(t * NH + hl) * Pp + pp];
+      }
     }
   }
   // B_j·C_t for jb <= j <= n + t (j >= n: window tokens), one warp per pair;
@@ -359,7 +393,7 @@ mamba2_replay1_kernel(const Params p) {
       if (j > n + t) continue;  // warp-uniform
       float s = 0.f;
       for (int nn = lane; nn < R1_N; nn += 32)
-        s = fmaf(j < n ? Traits<AD>::load(Bh[j * R1_N + nn]) : Bw[(j - n) * R1_N + nn], Cs[t * R1_N + nn], s);
+        s = fmaf(Traits<AD>::load(j < n ? Bh[j * R1_N + nn] : Bw[(j - n) * R1_N + nn]), Traits<AD>::load(Cs[t * R1_N + nn]), s);
       s = cuda_util::warp_sum(s);
       if (lane == 0) BC[t * J + j] = s;
     } else {
@@ -418,7 +452,7 @@ mamba2_replay1_kernel(const Params p) {
     // Every sweep is waited on, so no copy is pending when the block exits.
     float cq[E];
   #pragma unroll
-    for (int e = 0; e < E; ++e) cq[e] = Cs[lr * E + e];
+    for (int e = 0; e < E; ++e) cq[e] = Traits<AD>::load(Cs[lr * E + e]);
     // A flush folds FG rows at a time, records outer (one fp32 B_j vector per
     // record, reused by the FG rows): f = fdec·S_0, then f + round(w·B_j) with
     // w = fw_j x_j[p] for j = 0 … n−1, as replay_pass and the dual pack kernel.
@@ -516,11 +550,11 @@ mamba2_replay1_kernel(const Params p) {
     uint32_t bh[16], bl[SPLIT_B ? 16 : 1];
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      const float v = g < T ? Cs[g * R1_N + col0 + 16 * (i / 4) + i % 4] : 0.f;
-      bh[i] = to_tf32(v);
-      if constexpr (SPLIT_B) bl[i] = to_tf32(v - __uint_as_float(bh[i]));
+      const float v = g < T ? Traits<AD>::load(Cs[g * R1_N + col0 + 16 * (i / 4) + i % 4]) : 0.f;
+      tf32_split<SPLIT_B>(v, bh[i], bl[SPLIT_B ? i : 0]);
     }
-    float4* red = reinterpret_cast<float4*>(base + m.red);  // [2][SW / 16][32]
+    float4* red = reinterpret_cast<float4*>(base + m.red);  // [2][SW / 16][32], may reuse Cs … xwin
+    __syncthreads();  // every warp has read Cs
     for (int k = 0; k < nsw; ++k) {
       mbar_wait(bar + k % NST, uint32_t(k / NST) & 1u);
       const char* const sb = stage + int64_t(k % NST) * SW * ROWB;
@@ -533,50 +567,28 @@ mamba2_replay1_kernel(const Params p) {
         for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int c = 0; c < 4; ++c) ld4<SD>(sb + ((tr + g + 8 * h) * R1_N + col0 + 16 * c) * int(sizeof(st_t)), f[h] + 4 * c);
-        if (flush) {
-          // The fold on tensor cores too: S_new = fdec·S_0 + W·B with
-          // W[r][j] = fw_j x_j[p] ([rows × n] · [n × N], k = records, tf32
-          // with W split hi + lo). The product's column order is chosen so
-          // that its accumulator fragment (row g / g + 8, columns 2·t4, 2·t4 + 1
-          // of n-tile nt) lands on this lane's columns: logical column
-          // 8·nt + 2·t' + i is column kh·64 + 16·(nt / 2) + 4·t' + 2·(nt % 2) + i.
+        if (flush) {  // fold as the FMA stream: fdec·S_0, then + round(w_j·B_j), records in order
           int hl[2], pp[2];
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int rc = min(k * SW + tr + g + 8 * h, rows - 1);
             hl[h] = rc / P;
             pp[h] = rc - hl[h] * P;
+            const float fd = fdec[hl[h]];
+#pragma unroll
+            for (int e = 0; e < 16; ++e) f[h][e] *= fd;
           }
-          float acc[8][4] = {};
-          for (int j0 = 0; j0 < n; j0 += 8) {
-            uint32_t wh[4], wl[4];  // A: rows g, g + 8 (i & 1) at records j0 + t4 (+ 4 for i >= 2)
+          for (int j = 0; j < n; ++j) {
+            float bj[16];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const int h = i & 1, j = j0 + t4 + 4 * (i >> 1);
-              const float w = j < n ? fw[hl[h] * L + j] * Traits<AD>::load(xh[(j * NH + hl[h]) * Pp + pp[h]]) : 0.f;
-              wh[i] = to_tf32(w);
-              wl[i] = to_tf32(w - __uint_as_float(wh[i]));
-            }
-            const int ja = j0 + t4, jb4 = ja + 4;
+            for (int c = 0; c < 4; ++c) ld4<AD>(reinterpret_cast<const char*>(Bh + j * R1_N + col0 + 16 * c), bj + 4 * c);
 #pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {  // B: records ja, jb4 at logical column 8·nt + g
-              const int col = kh * 64 + 16 * (nt >> 1) + 4 * (g >> 1) + 2 * (nt & 1) + (g & 1);
-              const float v0 = ja < n ? Traits<AD>::load(Bh[ja * R1_N + col]) : 0.f;
-              const float v1 = jb4 < n ? Traits<AD>::load(Bh[jb4 * R1_N + col]) : 0.f;
-              const uint32_t b0 = to_tf32(v0), b1 = to_tf32(v1);
-              mma_tf32(acc[nt], wl, b0, b1);
-              if constexpr (SPLIT_B)
-                mma_tf32(acc[nt], wh, to_tf32(v0 - __uint_as_float(b0)), to_tf32(v1 - __uint_as_float(b1)));
-              mma_tf32(acc[nt], wh, b0, b1);
+            for (int h = 0; h < 2; ++h) {
+              const float w = fw[hl[h] * L + j] * Traits<AD>::load(xh[(j * NH + hl[h]) * Pp + pp[h]]);
+#pragma unroll
+              for (int e = 0; e < 16; ++e) f[h][e] = fmaf(1.f, f[h][e], __fmul_rn(w, bj[e]));
             }
           }
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              float& v = f[i >> 1][4 * (nt >> 1) + 2 * (nt & 1) + (i & 1)];
-              v = fmaf(v, fdec[hl[i >> 1]], acc[nt][i]);
-            }
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int r = k * SW + tr + g + 8 * h;
@@ -593,10 +605,7 @@ mamba2_replay1_kernel(const Params p) {
             const float a[4] = {f[0][4 * c + 2 * s2], f[1][4 * c + 2 * s2], f[0][4 * c + 2 * s2 + 1], f[1][4 * c + 2 * s2 + 1]};
             uint32_t ah[4], al[4];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              ah[i] = to_tf32(a[i]);
-              al[i] = SPLIT_A ? to_tf32(a[i] - __uint_as_float(ah[i])) : 0u;
-            }
+            for (int i = 0; i < 4; ++i) tf32_split<SPLIT_A>(a[i], ah[i], al[i]);
             const uint32_t b0 = bh[4 * c + 2 * s2], b1 = bh[4 * c + 2 * s2 + 1];
             if constexpr (SPLIT_A) mma_tf32(d[u], al, b0, b1);
             if constexpr (SPLIT_B) mma_tf32(d[u], ah, bl[4 * c + 2 * s2], bl[4 * c + 2 * s2 + 1]);
@@ -615,13 +624,18 @@ mamba2_replay1_kernel(const Params p) {
           const float4 o = red[((k & 1) * (SW / 16) + wq + 4 * u) * 32 + lane];
           const float part[4] = {d[u][0] + o.x, d[u][1] + o.y, d[u][2] + o.z, d[u][3] + o.w};
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {  // (row g or g + 8, token 2·t4 or 2·t4 + 1)
-            const int r = k * SW + (wq + 4 * u) * 16 + g + 8 * (i >> 1), t = 2 * t4 + (i & 1);
-            if (r >= rows || t >= T) continue;
+          for (int h = 0; h < 2; ++h) {  // row g + 8h, tokens 2·t4 and 2·t4 + 1
+            const int r = k * SW + (wq + 4 * u) * 16 + g + 8 * h;
+            if (r >= rows) continue;
             const int hl = r / P, pp = r - hl * P;
-            float yv = fmaf(part[i], dec[hl * T + t], hist[t * rows + r]);
-            if (p.z) yv = silu_gate(yv, Traits<AD>::load(zs[(t * NH + hl) * Pp + pp]));
-            st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(bp.h0 + hl) * p.y_h + pp, yv);
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+              const int t = 2 * t4 + i;
+              if (t >= T) continue;
+              float yv = fmaf(part[2 * h + i], dec[hl * T + t], hist[t * rows + r]);
+              if (p.z) yv = silu_gate(yv, Traits<AD>::load(zs[(t * NH + hl) * Pp + pp]));
+              st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(bp.h0 + hl) * p.y_h + pp, yv);
+            }
           }
         }
       }
