@@ -655,6 +655,16 @@ TEST_P(Mamba2GpuSpecProductionTiles, H128) {
 }
 RSSM_GPU_TEST_PARTS(Mamba2GpuSpecProductionTiles);
 
+// A short speculative run through the tensor-core stream, small enough for
+// compute-sanitizer (memcheck and racecheck: the partial-sum buffer reuses
+// shared memory the earlier phases read): {4, 48, 128, 2}, T = 5, 3 rows.
+TEST(Mamba2Gpu, SpecShortRunN128) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(71);
+  replay_run(rng, Shape{4, 48, 128, 2}, Dtypes{DType::f32, DType::bf16, DType::f32}, 6, "spec short run", 3, 5);
+  replay_run(rng, Shape{4, 48, 128, 2}, Dtypes{DType::bf16, DType::bf16, DType::bf16}, 6, "spec short run bf16", 3, 5);
+}
+
 // Bad slot and bad accepted count: the status bit is set, the row skipped
 // (no state, ring or cursor change), the other rows are correct.
 // ODD runs the shared-memory-staged replay kernel, {4, 48, 128, 2} the
