@@ -1,6 +1,8 @@
-// T = 1 replay step for N = 128: the block's state arrives by bulk copies.
+// Replay step for N = 128 and T <= 8: the block's state arrives by bulk
+// copies. T = 1 streams on CUDA cores (MMA = false, below); speculative steps
+// (T > 1, MMA = true) verify on tensor cores (phase 4, T > 1).
 //
-// Same step as mamba2_replay_kernel (replay_kernel.cuh) at T = 1. The
+// Same step as mamba2_replay_kernel (replay_kernel.cuh). The
 // block's state (HB heads × P rows, one contiguous block of the slot) streams
 // through NST shared-memory stages of one sweep (KERNEL_WARPS × RB rows)
 // each, filled by bulk asynchronous copies (cp.async.bulk, the TMA engine:
@@ -15,18 +17,21 @@
 //
 // Per block (row b, heads [h0, h0 + HB) of one group, all P rows):
 //  1. slot; thread 0 issues the bulk copies of the first NST sweeps.
-//  2. with the cursor (plain loads; every thread derives the plan): window
-//     inputs (C_t, B_t, δ_t, A, D: batched loads; x_t, z_t: cp.async); then
-//     the n records the plan reads, staged by record index (bulk copies when
-//     contiguous): shared memory for L records, not the ring's R entries.
-//  3. while the first sweeps fly: appends, B_j·C_t, decays and coefficients
-//     (one warp per head, suffix sums of δ as in replay_kernel.cuh), fold
-//     weights fw_j, fdec (flush), hist = D x_t + Σ_j coef_j x_j.
+//  2. with the cursor (plain loads; every thread derives the plan): the
+//     window's T tokens (C_t, B_t, δ_t, A, D: batched loads; x_t, z_t:
+//     cp.async); then the n records the plan reads, staged by record index
+//     (bulk copies when contiguous): shared memory for L records, not the
+//     ring's R entries.
+//  3. while the first sweeps fly: the T appends, B_j·C_t, decays and
+//     coefficients (one warp per (head, t), suffix sums of δ as in
+//     replay_kernel.cuh), fold weights fw_j, fdec (flush),
+//     hist_t = D x_t + Σ_j coef_tj x_j.
 //  4. the sweeps: S·C_t per row; a flush (block-uniform) first folds the
 //     row in registers (fdec·S_0 + Σ_j fw_j x_j[p] B_j, B_j converted from
 //     the staged records), rounds it, writes it once and reads it out as
 //     stored; the lane holding a row's sum writes y = dec·(S·C_t) + hist,
-//     gated.
+//     gated. T > 1: the same fold and outputs, S·[C_1 … C_T] on tensor cores
+//     (the MMA branch of phase 4 describes the fragments).
 // Dual precision (p.dual): the state is a bf16 / f16 read copy; a flushing
 // row was already folded and re-packed, so it runs with an empty history.
 #pragma once
