@@ -50,8 +50,9 @@ RSSM_M2_HD int replay1_batch_rows(int state_size) { return R1_RB * (32 / (R1_N *
 RSSM_M2_HD int replay1_sweep_rows(int state_size) { return KERNEL_WARPS * replay1_batch_rows(state_size); }
 
 // Shared-memory layout (byte offsets) of one block: the sweep stages, the
-// whole ring (R entries) and the per-step arrays; computed on the host and
-// passed in Params::r1 (recomputing it took ~250 instructions per thread).
+// (at most L) records the step reads, the window's T tokens and the per-step
+// arrays; computed on the host and passed in Params::r1 (recomputing it took
+// ~250 instructions per thread).
 inline Replay1Layout replay1_smem(int L, int T, int nh, int P, int act_size, int state_size, int stages,
                                   bool mma) {
   Replay1Layout m{};
@@ -345,8 +346,8 @@ mamba2_replay1_kernel(const Params p) {
 
   // ---- 3. everything that does not need the state, while the first NST
   // sweeps fly: appends, B·C, decays and coefficients, fold weights (flush),
-  // history terms hist[r] = D x_t + Σ_j coef_j x_j[p] (the epilogue after the
-  // stream is one fma per output).
+  // history terms hist[t][r] (the epilogue after the stream is one fma per
+  // output).
   cp_async_wait(0);
   if (rbulk) mbar_wait(rbar, 0);
   __syncthreads();  // ring, x_t, z_t landed

@@ -193,10 +193,6 @@ double replay_run(std::mt19937& rng, const Shape& s, const Dtypes& d, int steps,
   pool.expect_match(t, what + " replay");
   return worst;
 }
-void replay_t1_run(std::mt19937& rng, const Shape& s, const Dtypes& d, int steps, const std::string& what,
-                   int64_t B = 3) {
-  replay_run(rng, s, d, steps, what, B, 1);
-}
 
 // ---------------------------------------------------------------------------
 
@@ -223,7 +219,7 @@ TEST(Mamba2Gpu, DecodeAndReplayAllShapesAndDtypes) {
         EXPECT_LE(err(download(pool.dstate), pool.state), t) << what << " decode state";
         EXPECT_EQ(ds.read(), 0);
       }
-      replay_t1_run(rng, s, d, 9, what);  // two flushes
+      replay_run(rng, s, d, 9, what);  // two flushes
     }
   }
 }
@@ -548,7 +544,7 @@ TEST(Mamba2Gpu, ReplayProductionTiles) {
   std::mt19937 rng(41);
   const Shape s{128, 64, 128, 8};
   for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}}) {
-    replay_t1_run(rng, s, d, 9, name(d) + " 72 rows", 72);
+    replay_run(rng, s, d, 9, name(d) + " 72 rows", 72);
     // the baseline decode at the same batch
     Pool pool(rng, 73, s, d, 4, 1);
     std::vector<int64_t> rows;
@@ -576,7 +572,7 @@ TEST(Mamba2Gpu, ReplayManyItems) {
   std::mt19937 rng(43);
   const Shape s{4, 48, 128, 2};
   const Dtypes d{DType::f32, DType::bf16, DType::f32};
-  replay_t1_run(rng, s, d, 9, "80 rows", 80);
+  replay_run(rng, s, d, 9, "80 rows", 80);
   Pool pool(rng, 81, s, d, 4, 2);
   const std::vector<int64_t> bad = {5, 17, 40};
   {
@@ -609,7 +605,7 @@ TEST(Mamba2Gpu, ReplayManyItems) {
 TEST(Mamba2Gpu, ReplayProductionTilesBf16Wide) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(47);
-  replay_t1_run(rng, Shape{128, 64, 128, 8}, Dtypes{DType::bf16, DType::bf16, DType::bf16}, 9, "bf16 140 rows", 140);
+  replay_run(rng, Shape{128, 64, 128, 8}, Dtypes{DType::bf16, DType::bf16, DType::bf16}, 9, "bf16 140 rows", 140);
 }
 
 // Speculative steps (T > 1) on the tensor-core stream of the bulk-copy
@@ -713,7 +709,7 @@ TEST(Mamba2Gpu, ReplayShortRunN128) {
   std::mt19937 rng(31);
   const Shape s{4, 48, 128, 2};
   for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}})
-    replay_t1_run(rng, s, d, 10, name(d) + " short run");
+    replay_run(rng, s, d, 10, name(d) + " short run");
 }
 
 }  // namespace
