@@ -373,12 +373,12 @@ TEST(DeltaGpu, SpecProductionTiles) {
 }
 
 // The tensor-core stream on small heads (GDN 2 value heads, KDA), fp32 /
-// bf16 states, T = 5, L = 8: small enough for compute-sanitizer.
+// bf16 / f16 states, T = 5, L = 8: small enough for compute-sanitizer.
 TEST(DeltaGpu, SpecMmaSmall) {
   RSSM_SKIP_WITHOUT_GPU();
   uint32_t seed = 90;
   for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda})
-    for (DType st : {DType::f32, DType::bf16}) {
+    for (DType st : {DType::f32, DType::bf16, DType::f16}) {
       const Cfg c{f, {1, 2, 128, 128}, st};
       SCOPED_TRACE(name(c) + " T5");
       replay_run(c, 3, 6, 8, 5, 8, seed++, true);
