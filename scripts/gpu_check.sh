@@ -48,7 +48,7 @@ BENCH_FULL_ARGS=${BENCH_FULL_ARGS:-}
 BENCH_QUICK_ARGS=${BENCH_QUICK_ARGS:-}
 BENCH_SPEC_ARGS=${BENCH_SPEC_ARGS:---quick --T 5 --batch 64,256 --state fp32,bf16 --target-ms 10}
 BENCH_DUAL_ARGS=${BENCH_DUAL_ARGS:---quick --modes baseline,replay,dual,shared --state fp32 --read fp8,nvfp4,bf16 --batch 64,256,512 --target-ms 10}
-SANITIZE_FILTER=${SANITIZE_FILTER:-*DeviceStatus*:Mamba2Gpu.SlotOperations:Mamba2Gpu.ReplayShortRunN128:Mamba2Gpu.ReplayManyItems:Mamba2Gpu.SpecShortRunN128:DeltaGpu.ReplayBulkSmall:Conv1dGpu.ScheduleBf16W3:QuantGpu.*}
+SANITIZE_FILTER=${SANITIZE_FILTER:-*DeviceStatus*:Mamba2Gpu.SlotOperations:Mamba2Gpu.ReplayShortRunN128:Mamba2Gpu.ReplayManyItems:Mamba2Gpu.SpecShortRunN128:DeltaGpu.ReplayBulkSmall:DeltaGpu.SpecMmaSmall:Conv1dGpu.ScheduleBf16W3:QuantGpu.*}
 SANITIZE_TIMEOUT_S=${SANITIZE_TIMEOUT_S:-120}
 VERIFY_ARGS=${VERIFY_ARGS:---backend cuda --quick}
 if [[ -z "${REPLAYSSM_COMMIT:-}" ]]; then

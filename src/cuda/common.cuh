@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <string>
 
 #include "cuda/runtime.h"
@@ -129,6 +130,63 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
                    smem_u32(dst)),
                "l"(src), "r"(bytes), "r"(smem_u32(bar))
                : "memory");
+}
+
+// tf32 tensor-core helpers (the speculative replay streams). The products read the top
+// 19 bits of each 32-bit operand (the low 13 are ignored), so a value exact
+// in tf32 (bf16, f16) passes as is; SPLIT: hi = x with the low 13 bits
+// cleared, lo = x − hi (exact in fp32; its own low bits are dropped by the
+// product), hi·b + lo·b carrying ~21 bits of x (3xTF32-style products).
+template <bool SPLIT>
+__device__ __forceinline__ void tf32_split(float x, uint32_t& hi, uint32_t& lo) {
+  if constexpr (SPLIT) {
+    hi = __float_as_uint(x) & 0xffffe000u;
+    lo = __float_as_uint(x - __uint_as_float(hi));
+  } else {
+    hi = __float_as_uint(x);
+  }
+}
+// d += A·B, m16n8k8, tf32 inputs, fp32 accumulators (PTX fragment layout).
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Four consecutive state elements (16 or 8 bytes, aligned) widened to fp32.
+template <DType SD>
+__device__ __forceinline__ void ld4(const char* src, float* v) {
+  if constexpr (SD == DType::f32) {
+    const float4 q = *reinterpret_cast<const float4*>(src);
+    v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+  } else {
+    const uint2 q = *reinterpret_cast<const uint2*>(src);
+    const uint32_t w[2] = {q.x, q.y};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      v[2 * i] = SD == DType::bf16 ? __uint_as_float(w[i] << 16) : __half2float(__ushort_as_half(static_cast<unsigned short>(w[i] & 0xffffu)));
+      v[2 * i + 1] = SD == DType::bf16 ? __uint_as_float(w[i] & 0xffff0000u) : __half2float(__ushort_as_half(static_cast<unsigned short>(w[i] >> 16)));
+    }
+  }
+}
+// Rounds four values to the state dtype in place and stores them at dst
+// (nullptr: round only).
+template <DType SD>
+__device__ __forceinline__ void st4(typename Traits<SD>::type* dst, float* v) {
+  using st_t = typename Traits<SD>::type;
+  st_t q[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    q[i] = Traits<SD>::store(v[i]);
+    v[i] = Traits<SD>::load(q[i]);
+  }
+  if (dst == nullptr) return;
+  if constexpr (SD == DType::f32) {
+    *reinterpret_cast<float4*>(dst) = make_float4(q[0], q[1], q[2], q[3]);
+  } else {
+    uint16_t u[4];
+    memcpy(u, q, sizeof(u));
+    *reinterpret_cast<uint2*>(dst) = make_uint2(u[0] | uint32_t(u[1]) << 16, u[2] | uint32_t(u[3]) << 16);
+  }
 }
 
 }  // namespace replayssm::cuda_util

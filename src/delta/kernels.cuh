@@ -30,6 +30,9 @@ template <DType SD, bool KDA> void launch_decode1(const RecArgs& a, const Launch
 template <DType SD, bool KDA> void launch_replay(const ReplayArgs& a, const Launch& l) {
   launch_kernel(delta_replay_kernel<SD, KDA>, l, a);
 }
+template <DType SD, bool KDA> void launch_replay_mma(const ReplayArgs& a, const Launch& l) {
+  launch_kernel(delta_replay_kernel<SD, KDA, QF_NONE, true>, l, a);
+}
 template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l) {
   launch_kernel(delta_replay1_kernel<SD, KDA>, l, a);
 }
@@ -60,6 +63,8 @@ template <int QF, bool KDA> void launch_replay1_quant(const ReplayArgs& a, const
   template void launch_decode1<SD, true>(const RecArgs&, const Launch&);                \
   template void launch_replay<SD, false>(const ReplayArgs&, const Launch&);             \
   template void launch_replay<SD, true>(const ReplayArgs&, const Launch&);              \
+  template void launch_replay_mma<SD, false>(const ReplayArgs&, const Launch&);         \
+  template void launch_replay_mma<SD, true>(const ReplayArgs&, const Launch&);          \
   template void launch_replay1<SD, false>(const ReplayArgs&, const Launch&);            \
   template void launch_replay1<SD, true>(const ReplayArgs&, const Launch&);             \
   template void launch_replay1_bulk<SD, false>(const ReplayArgs&, const Launch&);       \

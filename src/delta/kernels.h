@@ -18,6 +18,8 @@ struct Launch {
 
 template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_replay(const ReplayArgs& a, const Launch& l);
+// T > 1, K = 128: the replay kernel with its rows on tensor cores (replay.cuh, MMA).
+template <DType SD, bool KDA> void launch_replay_mma(const ReplayArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_decode1(const RecArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_replay1_bulk(const ReplayArgs& a, const Launch& l);

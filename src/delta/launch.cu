@@ -201,6 +201,7 @@ void dispatch(DType state, bool kda, const Args& a, const Launch& l) {
 template <DType SD, bool KDA> struct RecOp { static void run(const RecArgs& a, const Launch& l) { launch_recurrent<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct Decode1Op { static void run(const RecArgs& a, const Launch& l) { launch_decode1<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct ReplayOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay<SD, KDA>(a, l); } };
+template <DType SD, bool KDA> struct ReplayMmaOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay_mma<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct Replay1Op { static void run(const ReplayArgs& a, const Launch& l) { launch_replay1<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct Replay1BulkOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay1_bulk<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct FoldOp { static void run(const FoldArgs& a, const Launch& l) { launch_fold<SD, KDA>(a, l); } };
@@ -341,6 +342,15 @@ bool replay1_bulk_fits(const StateView& st, int64_t state_size, const ReplayTile
          reinterpret_cast<uintptr_t>(st.p) % 16 == 0 && st.s0 % vec == 0 && st.s1 % vec == 0;
 }
 
+// The speculative step's tensor-core stream (replay.cuh, MMA): T <= 8, K = 128,
+// an unpacked state (or bf16 / f16 copy) with 16-byte aligned rows, and
+// tiles of whole 16-row runs of one value head (vt % 16 == 0).
+bool replay_mma_fits(const StateView& st, int64_t state_size, int T, const Dims& d) {
+  const int64_t vec = 16 / state_size;
+  return T >= 2 && T <= 8 && d.K == REPLAY_MMA_K && d.V % 16 == 0 && reinterpret_cast<uintptr_t>(st.p) % 16 == 0 &&
+         st.s0 % vec == 0 && st.s1 % vec == 0 && st.s2 % vec == 0;
+}
+
 // The replay step (data kernel + cursor kernel). With `dual`, the kernels
 // read the copy: bf16 / f16 copies as plain state rows (tile strides),
 // fp8 / nvfp4 through the decoding replay kernel (any T).
@@ -417,10 +427,12 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     else if (bulk) dispatch<Replay1BulkOp>(sd, kda, a, l);
     else dispatch<Replay1Op>(sd, kda, a, l);
   } else {
+    const bool mma = qf == QF_NONE && replay_mma_fits(a.st, int64_t(dtype_size(sd)), a.T, d);
     auto smem_of = [&](const ReplayTile& t) {
-      return replay_layout(kda, int(d.K), a.T, int(d.L), t.nh, t.nh * t.vt).bytes;
+      return replay_layout(kda, int(d.K), a.T, int(d.L), t.nh, t.nh * t.vt).bytes + (mma ? replay_mma_extra_bytes() : 0);
     };
-    const ReplayTile tile = replay_tile(d.family, d.B, d.H, G, d.V, a.lpr, sm_count(), smem_of);
+    // tensor-core tiles: value-head rows in multiples of 16 (rows per pass 16)
+    const ReplayTile tile = replay_tile(d.family, d.B, d.H, G, d.V, mma ? REPLAY_THREADS / 16 : a.lpr, sm_count(), smem_of);
     a.nh = tile.nh;
     a.vt = tile.vt;
     a.vtiles = int((d.V + tile.vt - 1) / tile.vt);
@@ -431,6 +443,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     if (dual) dual->before();
     if (qf == QF_FP8) kda ? launch_replay_quant<QF_FP8, true>(a, l) : launch_replay_quant<QF_FP8, false>(a, l);
     else if (qf == QF_NVFP4) kda ? launch_replay_quant<QF_NVFP4, true>(a, l) : launch_replay_quant<QF_NVFP4, false>(a, l);
+    else if (mma) dispatch<ReplayMmaOp>(sd, kda, a, l);
     else dispatch<ReplayOp>(sd, kda, a, l);
   }
   cuda_util::check_launch(fn);

@@ -27,6 +27,11 @@
 
 namespace replayssm::delta::cuda_impl {
 
+using cuda_util::ld4;
+using cuda_util::mma_tf32;
+using cuda_util::st4;
+using cuda_util::tf32_split;
+
 // Shared memory of the replay kernel: doubles first (Λ), then floats; sizes
 // in bytes. NM = L + T bounds the records of a step (n_old <= L with a flush,
 // <= L − T without), RB = nh·vt rows.
@@ -59,6 +64,13 @@ __host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, in
   return l;
 }
 
+// The tensor-core stream's shared memory after replay_layout: the window's
+// û_k, û_q of 8 tokens (rows padded to KP floats: conflict-free fragment
+// loads) and the half-1 warps' sums of two rounds.
+inline constexpr int REPLAY_MMA_K = 128;  // the one key dimension of the tensor-core stream
+inline constexpr int REPLAY_MMA_KP = REPLAY_MMA_K + 8;
+__host__ __device__ constexpr int64_t replay_mma_extra_bytes() { return 4 * (2 * 8 * REPLAY_MMA_KP + 2 * 4 * 32 * 8); }
+
 // A row of a packed read copy (QF_FP8 / QF_NVFP4) decoded into the fp32
 // register layout (Row<f32>: chunk c = j·lpr + lane holds elements 4c..4c+3).
 // codes: the row's codes, scales: its block scales, t: the tile's fp32 scale.
@@ -87,8 +99,9 @@ __device__ __forceinline__ void load_quant_row(Row<DType::f32>& r, const uint8_t
   }
 }
 
-template <DType SD, bool KDA, int QF = QF_NONE>
-__global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
+// MMA (T > 1, QF_NONE, K = 128): the rows on tensor cores (see below).
+template <DType SD, bool KDA, int QF = QF_NONE, bool MMA = false>
+__global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayArgs a) {
   // QF != QF_NONE: the state is a packed read copy decoded to fp32 rows.
   using RW = Row<QF == QF_NONE ? SD : DType::f32>;
   using TS = std::conditional_t<QF == QF_NONE, typename RW::TS, uint8_t>;
@@ -137,7 +150,7 @@ __global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
   };
   // The first checkpoint row is in flight while the records are prepared.
   RW cur, nxt;
-  if (grp < RB) load_row(cur, grp);
+  if (!MMA && grp < RB) load_row(cur, grp);
   else cur.zero();
 
   RingCursor c = cursor_at(rg, s);
@@ -313,62 +326,225 @@ __global__ void __launch_bounds__(256, 3) delta_replay_kernel(ReplayArgs a) {
   }
   __syncthreads();
 
-  for (int pi = 0; pi < np; ++pi) {
-    const int rr = pi * rpp + grp;
-    const bool valid = rr < RB;
-    const int rc = valid ? rr : 0;
-    if (pi + 1 < np) {
-      if (rr + rpp < RB) load_row(nxt, rr + rpp);
-      else nxt.zero();
+  if constexpr (MMA) {
+    // ---- Tensor-core stream (T > 1, K = 128, tiles of 16 rows inside one
+    // value head: launch.cu::replay_mma_fits). Per 16-row tile, as
+    // m16n8k8 tf32 products (fp32 operands split hi + lo, cuda_util::
+    // tf32_split): A_k = S_0·[û_k,0 … û_k,7], A_q = S_0·[û_q,0 …] (û: k̂ / q̂
+    // of the window, KDA with e^{Λ_m} folded in), and the old records'
+    // history H_u = [d_j]·[W_{t,u,j}] (rows × records · records × tokens).
+    // Warp w takes tile (w & 3) + 4·round over the column half kh = w >> 2 of
+    // S_0 (lane (g, t4) holds rows g, g + 8 at columns kh·64 + 16c + 4·t4 + e;
+    // inside a k-step k = t4 is column 16c + 4·t4 + 2s and k = t4 + 4 the
+    // next, for A and B alike); the half-1 warps add the history terms and
+    // hand e·A + H (GDN: e = e^{Λ_m} per head) to the half-0 warps through
+    // shared memory. Those solve the window's T × T lower-triangular system
+    // row by row: a row's 2T columns sit on the four lanes of a quad
+    // (tokens 2·t4, 2·t4 + 1), so token t is finished by lane t / 2 (d_t
+    // rounded to ring_d's dtype, stored, o_t stored) and broadcast by shuffle
+    // to the later tokens' lanes, which add W_{t',u,m} d_t.
+    // A flush first folds the tile's rows in registers (the same sequential
+    // update as the CUDA-core rows: e^{Λ_h} S_0 + Σ_j d_j c_j k̂_j), stores
+    // them and reads them out as stored.
+    constexpr int KP = REPLAY_MMA_KP;
+    constexpr bool SPLIT_A = SD == DType::f32;
+    float* UB = reinterpret_cast<float*>(reinterpret_cast<char*>(smem4) + lay.bytes);  // [2][8][KP]
+    float4* RED = reinterpret_cast<float4*>(UB + 2 * 8 * KP);                         // [2][4][32][2]
+    for (int x = tid; x < 2 * 8 * K; x += blockDim.x) {
+      const int u = x / (8 * K), t = (x / K) % 8, kk = x % K;
+      float v = 0.f;
+      if (t < T) v = u == 0 ? (KDA ? UK[t * K + kk] : KV[(n_old + t) * K + kk]) : (KDA ? UQ[t * K + kk] : QV[t * K + kk]);
+      UB[(u * 8 + t) * KP + kk] = v;
     }
-    const int hvl = rc / vt, hv = hv0 + hvl, v = v0 + rc % vt;
-    if constexpr (QF == QF_NONE) {
-    if (p.flush) {
-      if (KDA) {
-        cur.scale(E0V, lane, lpr, K);
-        for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc], KV + j * K, lane, lpr, K);
-      } else {
-        cur.scale(E0[hvl]);
-        for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc] * CF[hvl * NM + j], KV + j * K, lane, lpr, K);
+    __syncthreads();
+    const int g = lane32 >> 2, t4 = lane32 & 3, kh = warp >> 2, wq = warp & 3;
+    const int col0 = kh * 64 + 4 * t4;
+    const int ntiles = RB / 16;
+    for (int tb = 0; tb < ntiles; tb += 4) {  // same trip count in every warp (a barrier per round)
+      const int tile = tb + wq;
+      const bool live = tile < ntiles;
+      const int rr0 = live ? tile * 16 : 0, hvl = rr0 / vt, hv = hv0 + hvl, hwi = KDA ? 0 : hvl;
+      float ak[4] = {0.f, 0.f, 0.f, 0.f}, aq[4] = {0.f, 0.f, 0.f, 0.f};
+      if (live) {
+        float f[2][16];  // rows g, g + 8
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int c = 0; c < 4; ++c)
+            ld4<SD>(reinterpret_cast<const char*>(row_ptr(rr0 + g + 8 * h) + col0 + 16 * c), f[h] + 4 * c);
+        if (p.flush) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int rr = rr0 + g + 8 * h;
+#pragma unroll
+            for (int e = 0; e < 16; ++e) f[h][e] *= KDA ? E0V[col0 + 16 * (e / 4) + e % 4] : E0[hvl];
+            for (int j = 0; j < n_old; ++j) {
+              const float cj = KDA ? DT[j * RBM + rr] : DT[j * RBM + rr] * CF[hvl * NM + j];
+              const float* kv = KV + j * K + col0;
+#pragma unroll
+              for (int e = 0; e < 16; ++e) f[h][e] = fmaf(cj, kv[16 * (e / 4) + e % 4], f[h][e]);
+            }
+#pragma unroll
+            for (int c = 0; c < 4; ++c) st4<SD>(row_ptr(rr) + col0 + 16 * c, f[h] + 4 * c);
+          }
+        }
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+#pragma unroll
+          for (int s2 = 0; s2 < 2; ++s2) {
+            const float a4[4] = {f[0][4 * c + 2 * s2], f[1][4 * c + 2 * s2], f[0][4 * c + 2 * s2 + 1], f[1][4 * c + 2 * s2 + 1]};
+            uint32_t ah[4], al[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) tf32_split<SPLIT_A>(a4[i], ah[i], al[i]);
+            const float* ub = UB + g * KP + col0 + 16 * c + 2 * s2;  // token g, k-columns of t4
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+              uint32_t b0h, b0l, b1h, b1l;
+              tf32_split<true>(ub[u * 8 * KP], b0h, b0l);
+              tf32_split<true>(ub[u * 8 * KP + 1], b1h, b1l);
+              float (&acc)[4] = u == 0 ? ak : aq;
+              if constexpr (SPLIT_A) mma_tf32(acc, al, b0h, b1h);
+              mma_tf32(acc, ah, b0l, b1l);
+              mma_tf32(acc, ah, b0h, b1h);
+            }
+          }
       }
-      if (valid) cur.store(row_ptr(rr), lane, lpr, K, /*keep=*/true);
+      const int buf = ((tb / 4) & 1) * 4 + wq;
+      if (kh == 1) {
+        float hk[4] = {0.f, 0.f, 0.f, 0.f}, hq[4] = {0.f, 0.f, 0.f, 0.f};
+        if (live) {
+          for (int j0 = j_lo; j0 < n_old; j0 += 8) {
+            const int ja = j0 + t4, jb = ja + 4;
+            const float a4[4] = {ja < n_old ? DT[ja * RBM + rr0 + g] : 0.f, ja < n_old ? DT[ja * RBM + rr0 + g + 8] : 0.f,
+                                 jb < n_old ? DT[jb * RBM + rr0 + g] : 0.f, jb < n_old ? DT[jb * RBM + rr0 + g + 8] : 0.f};
+            uint32_t ah[4], al[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) tf32_split<true>(a4[i], ah[i], al[i]);
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+              const float* wr = W + ((hwi * T + g) * 2 + u) * NM;  // token g's W_u row
+              uint32_t b0h, b0l, b1h, b1l;
+              tf32_split<true>(g < T && ja < n_old ? wr[ja] : 0.f, b0h, b0l);
+              tf32_split<true>(g < T && jb < n_old ? wr[jb] : 0.f, b1h, b1l);
+              float (&acc)[4] = u == 0 ? hk : hq;
+              mma_tf32(acc, al, b0h, b1h);
+              mma_tf32(acc, ah, b0l, b1l);
+              mma_tf32(acc, ah, b0h, b1h);
+            }
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float e = KDA ? 1.f : EU[hvl * T + min(2 * t4 + (i & 1), T - 1)];
+          hk[i] = fmaf(ak[i], e, hk[i]);
+          hq[i] = fmaf(aq[i], e, hq[i]);
+        }
+        RED[(buf * 32 + lane32) * 2] = make_float4(hk[0], hk[1], hk[2], hk[3]);
+        RED[(buf * 32 + lane32) * 2 + 1] = make_float4(hq[0], hq[1], hq[2], hq[3]);
+      }
+      __syncthreads();  // half-1 sums stored
+      if (kh == 0 && live) {
+        const float4 ok = RED[(buf * 32 + lane32) * 2], oq = RED[(buf * 32 + lane32) * 2 + 1];
+        const float rk[4] = {ok.x, ok.y, ok.z, ok.w}, rq[4] = {oq.x, oq.y, oq.z, oq.w};
+        float pk[2][2], pq[2][2];  // [row g + 8h][token 2·t4 + i]
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float e = KDA ? 1.f : EU[hvl * T + min(2 * t4 + (i & 1), T - 1)];
+          pk[i >> 1][i & 1] = fmaf(ak[i], e, rk[i]);
+          pq[i >> 1][i & 1] = fmaf(aq[i], e, rq[i]);
+        }
+        const int qb = lane32 & ~3;
+        for (int t = 0; t < T; ++t) {
+          const int own = t >> 1, io = t & 1, m = n_old + t;
+          float dv[2] = {0.f, 0.f};
+          if (t4 == own) {
+            const int64_t pos = ring_pos(p.append_start, t, R);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int v = v0 + (rr0 + g + 8 * h) % vt;
+              const float vin = act_at(in.v, b, t, hv, v);
+              const float dr = round_to(rg.d_dt, BETA[hvl * T + t] * (vin - pk[h][io]));
+              dv[h] = dr;
+              store_any(rg.d, rg.d_dt, s * rg.d0 + pos * rg.d1 + int64_t(hv) * rg.d2 + v, dr);
+              out_at(in.o, b, t, hv, v, pq[h][io] + KQ[t] * dr);
+              if (a.dual)
+                store_any(a.ring_v.p, a.ring_v.dt, s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + v, vin);
+            }
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h) dv[h] = __shfl_sync(0xffffffffu, dv[h], qb + own);
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {  // this lane's later tokens read d_t
+            const int tt = 2 * t4 + i;
+            if (tt <= t || tt >= T) continue;
+            const float wk = W[((hwi * T + tt) * 2) * NM + m], wqv = W[((hwi * T + tt) * 2 + 1) * NM + m];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              pk[h][i] = fmaf(wk, dv[h], pk[h][i]);
+              pq[h][i] = fmaf(wqv, dv[h], pq[h][i]);
+            }
+          }
+        }
+      }
     }
+  } else {
+    for (int pi = 0; pi < np; ++pi) {
+      const int rr = pi * rpp + grp;
+      const bool valid = rr < RB;
+      const int rc = valid ? rr : 0;
+      if (pi + 1 < np) {
+        if (rr + rpp < RB) load_row(nxt, rr + rpp);
+        else nxt.zero();
+      }
+      const int hvl = rc / vt, hv = hv0 + hvl, v = v0 + rc % vt;
+      if constexpr (QF == QF_NONE) {
+      if (p.flush) {
+        if (KDA) {
+          cur.scale(E0V, lane, lpr, K);
+          for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc], KV + j * K, lane, lpr, K);
+        } else {
+          cur.scale(E0[hvl]);
+          for (int j = 0; j < n_old; ++j) cur.axpy(DT[j * RBM + rc] * CF[hvl * NM + j], KV + j * K, lane, lpr, K);
+        }
+        if (valid) cur.store(row_ptr(rr), lane, lpr, K, /*keep=*/true);
+      }
+      }
+      for (int t = 0; t < T; ++t) {
+        const int m = n_old + t;
+        float pk, pq;
+        if (KDA) {
+          pk = cur.dot(UK + t * K, lane, lpr, K);
+          pq = cur.dot(UQ + t * K, lane, lpr, K);
+        } else {
+          const float e = EU[hvl * T + t];
+          pk = e * cur.dot(KV + m * K, lane, lpr, K);
+          pq = e * cur.dot(QV + t * K, lane, lpr, K);
+        }
+        const float* wk = W + ((KDA ? 0 : hvl) * T + t) * 2 * NM;
+        const float* wq = wk + NM;
+        // A row past the block's rows (uniform in its lane group) reads no
+        // history: its clamped index rc = 0 names a row that other warps write.
+        for (int j = j_lo + lane, je = valid ? m : j_lo; j < je; j += lpr) {
+          const float dj = DT[j * RBM + rc];
+          pk += wk[j] * dj;
+          pq += wq[j] * dj;
+        }
+        pk = group_sum(pk, lpr);
+        pq = group_sum(pq, lpr);
+        if (valid && lane == 0) {
+          const float dr = round_to(rg.d_dt, BETA[hvl * T + t] * (act_at(in.v, b, t, hv, v) - pk));
+          DT[m * RBM + rr] = dr;
+          const int64_t pos = ring_pos(p.append_start, t, R);
+          store_any(rg.d, rg.d_dt, s * rg.d0 + pos * rg.d1 + int64_t(hv) * rg.d2 + v, dr);
+          out_at(in.o, b, t, hv, v, pq + KQ[t] * dr);
+          if (a.dual)
+            store_any(a.ring_v.p, a.ring_v.dt, s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + v,
+                      act_at(in.v, b, t, hv, v));
+        }
+        __syncwarp();
+      }
+      cur = nxt;
     }
-    for (int t = 0; t < T; ++t) {
-      const int m = n_old + t;
-      float pk, pq;
-      if (KDA) {
-        pk = cur.dot(UK + t * K, lane, lpr, K);
-        pq = cur.dot(UQ + t * K, lane, lpr, K);
-      } else {
-        const float e = EU[hvl * T + t];
-        pk = e * cur.dot(KV + m * K, lane, lpr, K);
-        pq = e * cur.dot(QV + t * K, lane, lpr, K);
-      }
-      const float* wk = W + ((KDA ? 0 : hvl) * T + t) * 2 * NM;
-      const float* wq = wk + NM;
-      // A row past the block's rows (uniform in its lane group) reads no
-      // history: its clamped index rc = 0 names a row that other warps write.
-      for (int j = j_lo + lane, je = valid ? m : j_lo; j < je; j += lpr) {
-        const float dj = DT[j * RBM + rc];
-        pk += wk[j] * dj;
-        pq += wq[j] * dj;
-      }
-      pk = group_sum(pk, lpr);
-      pq = group_sum(pq, lpr);
-      if (valid && lane == 0) {
-        const float dr = round_to(rg.d_dt, BETA[hvl * T + t] * (act_at(in.v, b, t, hv, v) - pk));
-        DT[m * RBM + rr] = dr;
-        const int64_t pos = ring_pos(p.append_start, t, R);
-        store_any(rg.d, rg.d_dt, s * rg.d0 + pos * rg.d1 + int64_t(hv) * rg.d2 + v, dr);
-        out_at(in.o, b, t, hv, v, pq + KQ[t] * dr);
-        if (a.dual)
-          store_any(a.ring_v.p, a.ring_v.dt, s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + v,
-                    act_at(in.v, b, t, hv, v));
-      }
-      __syncwarp();
-    }
-    cur = nxt;
   }
 }
 

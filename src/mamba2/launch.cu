@@ -263,7 +263,9 @@ bool replay1_fits(const Params& p, int state_size) {
   // Heads of a slot stored as one contiguous [H, P, N] block (the layout the
   // GPU tests run), so a sweep is one copy; padded rows or heads take the
   // staged kernel.
-  return p.T <= kern::R1_MAX_T && p.N == kern::R1_N && reinterpret_cast<uintptr_t>(p.state) % 16 == 0 && p.st_s % vec == 0 &&
+  // T > 1: a 16-row tensor-core tile must lie in one head (its history terms
+  // share the head's coefficients)
+  return p.T <= kern::R1_MAX_T && (p.T == 1 || p.P % 16 == 0) && p.N == kern::R1_N && reinterpret_cast<uintptr_t>(p.state) % 16 == 0 && p.st_s % vec == 0 &&
          p.st_p == kern::R1_N && p.st_h == int64_t(p.P) * kern::R1_N &&
          kern::replay1_smem(p.L, p.T, 1, p.P, 4, state_size, 1, p.T > 1).bytes <= 200 * 1024;
 }

@@ -68,7 +68,7 @@ inline Replay1Layout replay1_smem(int L, int T, int nh, int P, int act_size, int
   m.bar = take(8 * (R1_MAX_STAGES + 1));  // mbarriers: one per stage, then the ring's
   m.Pp = (P + 7) / 8 * 8;
   m.nhp = (nh + 3) / 4 * 4;
-  // regions read only before the stream first (Cs … xwin): the tensor-core
+  // regions read only before the stream first (Cs … Ah): the tensor-core
   // stream's partial-sum buffer reuses them when they are large enough
   const int64_t dead0 = o;
   m.Cs = take(int64_t(act_size) * T * R1_N);            // [T][N]      C_t (activation dtype: exact)
@@ -77,14 +77,16 @@ inline Replay1Layout replay1_smem(int L, int T, int nh, int P, int act_size, int
   m.dh = take(4 * int64_t(L) * m.nhp);                  // [L][nhp]    δ of the records
   m.dwin = take(4 * nh * T);                            // [nh][T]     δ of the window
   m.Ah = take(4 * nh);
+  const int64_t dead = o - dead0;
   m.Dh = take(4 * nh);
   m.coef = take(4 * int64_t(nh) * T * J);               // [nh][T][J]
   m.xwin = take(int64_t(act_size) * T * nh * m.Pp);     // [T][nh][Pp] x of the window
-  const int64_t dead = o - dead0;
   m.dec = take(4 * nh * T);                             // [nh][T]
   m.fw = take(4 * int64_t(nh) * L);                     // [nh][L]     fold weights
   m.fdec = take(4 * nh);
-  m.hist = take(4 * int64_t(T) * nh * P);               // [T][nh·P]
+  // FMA stream: the history terms per row (the tensor-core stream forms them
+  // from coef and x in its sweeps)
+  m.hist = mma ? 0 : take(4 * int64_t(T) * nh * P);     // [T][nh·P]
   m.Bh = take(int64_t(act_size) * L * R1_N);            // [L][N]      B of the records
   m.xh = take(int64_t(act_size) * L * nh * m.Pp);       // [L][nh][Pp] x of the records
   m.zs = take(int64_t(act_size) * T * nh * m.Pp);       // [T][nh][Pp] z of the window
@@ -100,63 +102,10 @@ using cuda_util::bulk_g2s;
 using cuda_util::mbar_arrive_expect_tx;
 using cuda_util::mbar_init;
 using cuda_util::mbar_wait;
-
-// tf32 tensor-core helpers of the T > 1 stream. The products read the top
-// 19 bits of each 32-bit operand (the low 13 are ignored), so a value exact
-// in tf32 (bf16, f16) passes as is; SPLIT: hi = x with the low 13 bits
-// cleared, lo = x − hi (exact in fp32; its own low bits are dropped by the
-// product), hi·b + lo·b carrying ~21 bits of x (3xTF32-style products).
-template <bool SPLIT>
-__device__ __forceinline__ void tf32_split(float x, uint32_t& hi, uint32_t& lo) {
-  if constexpr (SPLIT) {
-    hi = __float_as_uint(x) & 0xffffe000u;
-    lo = __float_as_uint(x - __uint_as_float(hi));
-  } else {
-    hi = __float_as_uint(x);
-  }
-}
-// d += A·B, m16n8k8, tf32 inputs, fp32 accumulators (PTX fragment layout).
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// Four consecutive state elements (16 or 8 bytes, aligned) widened to fp32.
-template <DType SD>
-__device__ __forceinline__ void ld4(const char* src, float* v) {
-  if constexpr (SD == DType::f32) {
-    const float4 q = *reinterpret_cast<const float4*>(src);
-    v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
-  } else {
-    const uint2 q = *reinterpret_cast<const uint2*>(src);
-    const uint32_t w[2] = {q.x, q.y};
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      v[2 * i] = SD == DType::bf16 ? __uint_as_float(w[i] << 16) : half_bits_to_float(w[i] & 0xffffu);
-      v[2 * i + 1] = SD == DType::bf16 ? __uint_as_float(w[i] & 0xffff0000u) : half_bits_to_float(w[i] >> 16);
-    }
-  }
-}
-// Rounds four values to the state dtype in place and stores them at dst
-// (nullptr: round only).
-template <DType SD>
-__device__ __forceinline__ void st4(typename Traits<SD>::type* dst, float* v) {
-  using st_t = typename Traits<SD>::type;
-  st_t q[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    q[i] = Traits<SD>::store(v[i]);
-    v[i] = Traits<SD>::load(q[i]);
-  }
-  if (dst == nullptr) return;
-  if constexpr (SD == DType::f32) {
-    *reinterpret_cast<float4*>(dst) = make_float4(q[0], q[1], q[2], q[3]);
-  } else {
-    uint16_t u[4];
-    memcpy(u, q, sizeof(u));
-    *reinterpret_cast<uint2*>(dst) = make_uint2(u[0] | uint32_t(u[1]) << 16, u[2] | uint32_t(u[3]) << 16);
-  }
-}
+using cuda_util::mma_tf32;
+using cuda_util::tf32_split;
+using cuda_util::ld4;
+using cuda_util::st4;
 
 template <DType SD, DType AD, bool MMA>
 __global__ void __launch_bounds__(KERNEL_THREADS, R1_BLOCKS_PER_SM)
@@ -423,8 +372,9 @@ mamba2_replay1_kernel(const Params p) {
   }
   __syncthreads();
   // hist[t][r] = D x_t[p] + Σ_{jb<=j<n} coef[t][j] x_j[p] + Σ_{u<=t} coef[t][n+u] x_u[p],
-  // a thread per row for all T tokens (each x read once)
-  for (int r = tid; r < rows; r += KERNEL_THREADS) {
+  // a thread per row for all T tokens (each x read once); the tensor-core
+  // stream forms them in its sweeps instead
+  if (!MMA) for (int r = tid; r < rows; r += KERNEL_THREADS) {
     const int hl = r / P, pp = r - hl * P;
     const float* c = coef + hl * T * J;
     auto xw = [&](int u) { return Traits<AD>::load(xwin[(u * NH + hl) * Pp + pp]); };
@@ -617,7 +567,47 @@ mamba2_replay1_kernel(const Params p) {
             if constexpr (SPLIT_B) mma_tf32(d[u], ah, bl[4 * c + 2 * s2], bl[4 * c + 2 * s2 + 1]);
             mma_tf32(d[u], ah, b0, b1);
           }
-        if (kh == 1) red[((k & 1) * (SW / 16) + wq + 4 * u) * 32 + lane] = make_float4(d[u][0], d[u][1], d[u][2], d[u][3]);
+        if (kh == 1) {
+          // The column-half-1 warps add the history terms: hist[r][t] =
+          // Σ_i K[t][i]·X[i][r] over i = the records jb … n − 1, then the
+          // window's tokens, with K[t][·] = coef[t][·] (+ D at t's own token,
+          // 0 past it) and X the staged x (exact in tf32 unless fp32): an
+          // m16n8k8 product per 8 i, coef split hi + lo. The tile's rows are
+          // one head (P % 16 == 0: launch.cu::replay1_fits). They hand
+          // d·e^{Λ_t} + hist to the half-0 warps.
+          const int r0 = min(k * SW + tr, rows - 1), hl = r0 / P, pp0 = r0 - hl * P;
+          const int nr = n - jb, ni = k * SW + tr < rows ? nr + T : 0;  // tiles past the block: nothing
+          float hs[4] = {0.f, 0.f, 0.f, 0.f};
+          auto xv = [&](int i, int pp) -> float {
+            if (i < nr) return Traits<AD>::load(xh[((jb + i) * NH + hl) * Pp + pp]);
+            return i < ni ? Traits<AD>::load(xwin[((i - nr) * NH + hl) * Pp + pp]) : 0.f;
+          };
+          auto kc = [&](int i) -> float {  // K[g][i] (token g)
+            if (g >= T || i >= ni) return 0.f;
+            const int j = jb + i;
+            const float* c = coef + (hl * T + g) * J;
+            return j < n + g ? c[j] : j == n + g ? c[j] + Dh[hl] : 0.f;
+          };
+          for (int i0 = 0; i0 < ni; i0 += 8) {
+            const int ia = i0 + t4, ib = ia + 4;
+            const float a[4] = {xv(ia, pp0 + g), xv(ia, pp0 + g + 8), xv(ib, pp0 + g), xv(ib, pp0 + g + 8)};
+            uint32_t xh4[4], xl4[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) tf32_split<SPLIT_B>(a[i], xh4[i], xl4[i]);
+            uint32_t c0h, c0l, c1h, c1l;
+            tf32_split<true>(kc(ia), c0h, c0l);
+            tf32_split<true>(kc(ib), c1h, c1l);
+            mma_tf32(hs, xh4, c0l, c1l);
+            if constexpr (SPLIT_B) mma_tf32(hs, xl4, c0h, c1h);
+            mma_tf32(hs, xh4, c0h, c1h);
+          }
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int t = min(2 * t4 + (i & 1), T - 1);
+            hs[i] = fmaf(d[u][i], dec[hl * T + t], hs[i]);
+          }
+          red[((k & 1) * (SW / 16) + wq + 4 * u) * 32 + lane] = make_float4(hs[0], hs[1], hs[2], hs[3]);
+        }
       }
       __syncthreads();  // stage k % NST consumed, half-1 partials stored: refill the stage
       if (tid == 0 && k + NST < nsw) {
@@ -627,8 +617,8 @@ mamba2_replay1_kernel(const Params p) {
       if (kh == 0) {
 #pragma unroll
         for (int u = 0; u < TPW; ++u) {
-          const float4 o = red[((k & 1) * (SW / 16) + wq + 4 * u) * 32 + lane];
-          const float part[4] = {d[u][0] + o.x, d[u][1] + o.y, d[u][2] + o.z, d[u][3] + o.w};
+          const float4 o = red[((k & 1) * (SW / 16) + wq + 4 * u) * 32 + lane];  // d·e^{Λ_t} + hist of half 1
+          const float rest[4] = {o.x, o.y, o.z, o.w};
 #pragma unroll
           for (int h = 0; h < 2; ++h) {  // row g + 8h, tokens 2·t4 and 2·t4 + 1
             const int r = k * SW + (wq + 4 * u) * 16 + g + 8 * h;
@@ -638,7 +628,7 @@ mamba2_replay1_kernel(const Params p) {
             for (int i = 0; i < 2; ++i) {
               const int t = 2 * t4 + i;
               if (t >= T) continue;
-              float yv = fmaf(part[2 * h + i], dec[hl * T + t], hist[t * rows + r]);
+              float yv = fmaf(d[u][2 * h + i], dec[hl * T + t], rest[2 * h + i]);
               if (p.z) yv = silu_gate(yv, Traits<AD>::load(zs[(t * NH + hl) * Pp + pp]));
               st_act<AD>(p.y, b * p.y_b + t * p.y_t + int64_t(bp.h0 + hl) * p.y_h + pp, yv);
             }

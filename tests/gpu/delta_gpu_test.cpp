@@ -356,6 +356,36 @@ TEST(DeltaGpu, ReplayBulkSmall) {
     }
 }
 
+// Speculative steps (T = 5) through the tensor-core stream (replay.cuh, MMA:
+// K = 128) at 40 rows, where the launcher takes whole key heads (GDN: 4
+// value heads per block) and whole KDA heads; L = 8, so rows flush.
+TEST(DeltaGpu, SpecProductionTiles) {
+  RSSM_SKIP_WITHOUT_GPU();
+  uint32_t seed = 80;
+  const Cfg cfgs[] = {{DeltaFamily::gdn, {16, 64, 128, 128}},
+                      {DeltaFamily::gdn, {16, 64, 128, 128}, DType::bf16},
+                      {DeltaFamily::kda, {32, 32, 128, 128}}};
+  for (const Cfg& c : cfgs) {
+    SCOPED_TRACE(name(c) + " 40 rows T5");
+    replay_run(c, 40, 41, 8, 5, 5, seed++, false);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+// The tensor-core stream on small heads (GDN 2 value heads, KDA), fp32 /
+// bf16 / f16 states, T = 5, L = 8: small enough for compute-sanitizer.
+TEST(DeltaGpu, SpecMmaSmall) {
+  RSSM_SKIP_WITHOUT_GPU();
+  uint32_t seed = 90;
+  for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda})
+    for (DType st : {DType::f32, DType::bf16, DType::f16}) {
+      const Cfg c{f, {1, 2, 128, 128}, st};
+      SCOPED_TRACE(name(c) + " T5");
+      replay_run(c, 3, 6, 8, 5, 8, seed++, true);
+      if (::testing::Test::HasFailure()) return;
+    }
+}
+
 class DeltaGpuSpeculativeWindows : public GpuTestPart {};
 TEST_P(DeltaGpuSpeculativeWindows, MatchCpu) {
   RSSM_SKIP_WITHOUT_GPU();
