@@ -66,10 +66,10 @@ __host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, in
 
 // The tensor-core stream's shared memory after replay_layout: the window's
 // û_k, û_q of 8 tokens (rows padded to KP floats: conflict-free fragment
-// loads) and the half-1 warps' sums of two rounds.
+// loads) and the window's ring positions.
 inline constexpr int REPLAY_MMA_K = 128;  // the one key dimension of the tensor-core stream
 inline constexpr int REPLAY_MMA_KP = REPLAY_MMA_K + 8;
-__host__ __device__ constexpr int64_t replay_mma_extra_bytes() { return 4 * (2 * 8 * REPLAY_MMA_KP + 2 * 4 * 32 * 8); }
+__host__ __device__ constexpr int64_t replay_mma_extra_bytes() { return 4 * (2 * 8 * REPLAY_MMA_KP + 8); }
 
 // A row of a packed read copy (QF_FP8 / QF_NVFP4) decoded into the fp32
 // register layout (Row<f32>: chunk c = j·lpr + lane holds elements 4c..4c+3).
@@ -206,11 +206,13 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     const int64_t ko = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
     for (int i = lane32; i < K; i += 32) KV[j * K + i] = load_any(rg.k, rg.k_dt, ko + i) * ks;
   }
-  for (int x = tid; x < n_old * RB; x += blockDim.x) {
-    const int j = x / RB, rr = x % RB;
-    const int64_t pos = ring_pos(old_start, j, R);
-    DT[j * RBM + rr] = load_any(rg.d, rg.d_dt, s * rg.d0 + pos * rg.d1 +
-                                int64_t(hv0 + rr / vt) * rg.d2 + v0 + rr % vt);
+  // d of the old records: a warp per (record, head), lanes along the head's
+  // vt rows (row rr = hvl·vt + v − v0; no division per element).
+  for (int jh = warp; jh < n_old * a.nh; jh += nwarps) {
+    const int j = jh / a.nh, hvl = jh % a.nh;
+    const int64_t base = s * rg.d0 + int64_t(ring_pos(old_start, j, R)) * rg.d1 + int64_t(hv0 + hvl) * rg.d2 + v0;
+    float* dst = DT + j * RBM + hvl * vt;
+    for (int v = lane32; v < vt; v += 32) dst[v] = load_any(rg.d, rg.d_dt, base + v);
   }
   for (int x = tid; x < a.nh * T; x += blockDim.x) {
     const float be = beta_at(in, b, x % T, hv0 + x / T);
@@ -247,19 +249,30 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     const int hv = hv0;
     for (int k = tid; k < K; k += blockDim.x) {
       double lam = 0;
-      for (int i = 0; i < n; ++i) {
-        float g;
-        if (i < n_old) {
-          g = rg.g[s * rg.g0 + int64_t(ring_pos(old_start, i, R)) * rg.g1 + int64_t(hv) * rg.g2 + k];
-        } else {
-          const int t = i - n_old;
-          g = gate_at(in, true, b, t, hv, k);
-          if (g_writer)
-            rg.g[s * rg.g0 + int64_t(ring_pos(p.append_start, t, R)) * rg.g1 + int64_t(hv) * rg.g2 + k] = g;
-          if (p.flush && t == 0) lam = 0;
+      // gates in batches of 8: their loads are issued before the sums need them
+      for (int i0 = 0; i0 < n; i0 += 8) {
+        float g[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const int i = i0 + e;
+          if (i >= n) break;
+          if (i < n_old) {
+            g[e] = rg.g[s * rg.g0 + int64_t(ring_pos(old_start, i, R)) * rg.g1 + int64_t(hv) * rg.g2 + k];
+          } else {
+            const int t = i - n_old;
+            g[e] = gate_at(in, true, b, t, hv, k);
+            if (g_writer)
+              rg.g[s * rg.g0 + int64_t(ring_pos(p.append_start, t, R)) * rg.g1 + int64_t(hv) * rg.g2 + k] = g[e];
+          }
         }
-        lam += g;
-        LAMD[int64_t(i) * K + k] = lam;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const int i = i0 + e;
+          if (i >= n) break;
+          if (p.flush && i == n_old) lam = 0;
+          lam += g[e];
+          LAMD[int64_t(i) * K + k] = lam;
+        }
       }
     }
   }
@@ -328,45 +341,52 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
 
   if constexpr (MMA) {
     // ---- Tensor-core stream (T > 1, K = 128, tiles of 16 rows inside one
-    // value head: launch.cu::replay_mma_fits). Per 16-row tile, as
+    // value head: launch.cu::replay_mma_fits). A warp owns whole tiles
+    // (tile = warp + nwarps·i; no barrier in the stream). Per tile, as
     // m16n8k8 tf32 products (fp32 operands split hi + lo, cuda_util::
     // tf32_split): A_k = S_0·[û_k,0 … û_k,7], A_q = S_0·[û_q,0 …] (û: k̂ / q̂
-    // of the window, KDA with e^{Λ_m} folded in), and the old records'
-    // history H_u = [d_j]·[W_{t,u,j}] (rows × records · records × tokens).
-    // Warp w takes tile (w & 3) + 4·round over the column half kh = w >> 2 of
-    // S_0 (lane (g, t4) holds rows g, g + 8 at columns kh·64 + 16c + 4·t4 + e;
+    // of the window, KDA with e^{Λ_m} folded in) over the two column halves
+    // of S_0 in turn, and the old records' history
+    // H_u = [d_j]·[W_{t,u,j}] (rows × records · records × tokens). Lane
+    // (g, t4) holds rows g, g + 8 at columns 64·half + 16c + 4·t4 + e;
     // inside a k-step k = t4 is column 16c + 4·t4 + 2s and k = t4 + 4 the
-    // next, for A and B alike); the half-1 warps add the history terms and
-    // hand e·A + H (GDN: e = e^{Λ_m} per head) to the half-0 warps through
-    // shared memory. Those solve the window's T × T lower-triangular system
-    // row by row: a row's 2T columns sit on the four lanes of a quad
-    // (tokens 2·t4, 2·t4 + 1), so token t is finished by lane t / 2 (d_t
-    // rounded to ring_d's dtype, stored, o_t stored) and broadcast by shuffle
-    // to the later tokens' lanes, which add W_{t',u,m} d_t.
+    // next, for A and B alike. The accumulators give lane (g, t4) tokens
+    // 2·t4, 2·t4 + 1 of its two rows, so the window's T × T lower-triangular
+    // system is solved across a quad: token t is finished by lane t / 2
+    // (d_t rounded to ring_d's dtype, stored, o_t stored) and broadcast by
+    // shuffle to the later tokens' lanes, which add W_{t',u,m} d_t.
     // A flush first folds the tile's rows in registers (the same sequential
     // update as the CUDA-core rows: e^{Λ_h} S_0 + Σ_j d_j c_j k̂_j), stores
     // them and reads them out as stored.
-    constexpr int KP = REPLAY_MMA_KP;
+    constexpr int KM = REPLAY_MMA_K, KP = REPLAY_MMA_KP;
     constexpr bool SPLIT_A = SD == DType::f32;
     float* UB = reinterpret_cast<float*>(reinterpret_cast<char*>(smem4) + lay.bytes);  // [2][8][KP]
-    float4* RED = reinterpret_cast<float4*>(UB + 2 * 8 * KP);                         // [2][4][32][2]
-    for (int x = tid; x < 2 * 8 * K; x += blockDim.x) {
-      const int u = x / (8 * K), t = (x / K) % 8, kk = x % K;
+    int* POS = reinterpret_cast<int*>(UB + 2 * 8 * KP);                               // [8] ring positions
+    for (int x = tid; x < 2 * 8 * KM; x += blockDim.x) {
+      const int u = x / (8 * KM), t = (x / KM) % 8, kk = x % KM;
       float v = 0.f;
-      if (t < T) v = u == 0 ? (KDA ? UK[t * K + kk] : KV[(n_old + t) * K + kk]) : (KDA ? UQ[t * K + kk] : QV[t * K + kk]);
+      if (t < T) v = u == 0 ? (KDA ? UK[t * KM + kk] : KV[(n_old + t) * KM + kk]) : (KDA ? UQ[t * KM + kk] : QV[t * KM + kk]);
       UB[(u * 8 + t) * KP + kk] = v;
     }
+    if (tid < T) POS[tid] = ring_pos(p.append_start, tid, R);
     __syncthreads();
-    const int g = lane32 >> 2, t4 = lane32 & 3, kh = warp >> 2, wq = warp & 3;
-    const int col0 = kh * 64 + 4 * t4;
+    const int g = lane32 >> 2, t4 = lane32 & 3, qb = lane32 & ~3;
     const int ntiles = RB / 16;
-    for (int tb = 0; tb < ntiles; tb += 4) {  // same trip count in every warp (a barrier per round)
-      const int tile = tb + wq;
-      const bool live = tile < ntiles;
-      const int rr0 = live ? tile * 16 : 0, hvl = rr0 / vt, hv = hv0 + hvl, hwi = KDA ? 0 : hvl;
+    for (int tile = warp; tile < ntiles; tile += nwarps) {
+      const int rr0 = tile * 16, hvl = rr0 / vt, hv = hv0 + hvl, hwi = KDA ? 0 : hvl;
+      const int vr = v0 + rr0 % vt + g;  // row g's v (row g + 8: vr + 8)
+      // this lane's inputs v of its tokens 2·t4, 2·t4 + 1
+      float vin[2][2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          vin[h][i] = 2 * t4 + i < T ? act_at(in.v, b, 2 * t4 + i, hv, vr + 8 * h) : 0.f;
       float ak[4] = {0.f, 0.f, 0.f, 0.f}, aq[4] = {0.f, 0.f, 0.f, 0.f};
-      if (live) {
-        float f[2][16];  // rows g, g + 8
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int col0 = hf * 64 + 4 * t4;
+        float f[2][16];  // [row g + 8h][16c + 4·t4 + e]
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -380,7 +400,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
             for (int e = 0; e < 16; ++e) f[h][e] *= KDA ? E0V[col0 + 16 * (e / 4) + e % 4] : E0[hvl];
             for (int j = 0; j < n_old; ++j) {
               const float cj = KDA ? DT[j * RBM + rr] : DT[j * RBM + rr] * CF[hvl * NM + j];
-              const float* kv = KV + j * K + col0;
+              const float* kv = KV + j * KM + col0;
 #pragma unroll
               for (int e = 0; e < 16; ++e) f[h][e] = fmaf(cj, kv[16 * (e / 4) + e % 4], f[h][e]);
             }
@@ -392,7 +412,8 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
         for (int c = 0; c < 4; ++c)
 #pragma unroll
           for (int s2 = 0; s2 < 2; ++s2) {
-            const float a4[4] = {f[0][4 * c + 2 * s2], f[1][4 * c + 2 * s2], f[0][4 * c + 2 * s2 + 1], f[1][4 * c + 2 * s2 + 1]};
+            const float a4[4] = {f[0][4 * c + 2 * s2], f[1][4 * c + 2 * s2], f[0][4 * c + 2 * s2 + 1],
+                                 f[1][4 * c + 2 * s2 + 1]};
             uint32_t ah[4], al[4];
 #pragma unroll
             for (int i = 0; i < 4; ++i) tf32_split<SPLIT_A>(a4[i], ah[i], al[i]);
@@ -409,80 +430,66 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
             }
           }
       }
-      const int buf = ((tb / 4) & 1) * 4 + wq;
-      if (kh == 1) {
-        float hk[4] = {0.f, 0.f, 0.f, 0.f}, hq[4] = {0.f, 0.f, 0.f, 0.f};
-        if (live) {
-          for (int j0 = j_lo; j0 < n_old; j0 += 8) {
-            const int ja = j0 + t4, jb = ja + 4;
-            const float a4[4] = {ja < n_old ? DT[ja * RBM + rr0 + g] : 0.f, ja < n_old ? DT[ja * RBM + rr0 + g + 8] : 0.f,
-                                 jb < n_old ? DT[jb * RBM + rr0 + g] : 0.f, jb < n_old ? DT[jb * RBM + rr0 + g + 8] : 0.f};
-            uint32_t ah[4], al[4];
+      // history of the old records (none after a flush: j_lo = n_old)
+      float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
+      for (int j0 = j_lo; j0 < n_old; j0 += 8) {
+        const int ja = j0 + t4, jb = ja + 4;
+        const float a4[4] = {ja < n_old ? DT[ja * RBM + rr0 + g] : 0.f, ja < n_old ? DT[ja * RBM + rr0 + g + 8] : 0.f,
+                             jb < n_old ? DT[jb * RBM + rr0 + g] : 0.f, jb < n_old ? DT[jb * RBM + rr0 + g + 8] : 0.f};
+        uint32_t ah[4], al[4];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) tf32_split<true>(a4[i], ah[i], al[i]);
+        for (int i = 0; i < 4; ++i) tf32_split<true>(a4[i], ah[i], al[i]);
 #pragma unroll
-            for (int u = 0; u < 2; ++u) {
-              const float* wr = W + ((hwi * T + g) * 2 + u) * NM;  // token g's W_u row
-              uint32_t b0h, b0l, b1h, b1l;
-              tf32_split<true>(g < T && ja < n_old ? wr[ja] : 0.f, b0h, b0l);
-              tf32_split<true>(g < T && jb < n_old ? wr[jb] : 0.f, b1h, b1l);
-              float (&acc)[4] = u == 0 ? hk : hq;
-              mma_tf32(acc, al, b0h, b1h);
-              mma_tf32(acc, ah, b0l, b1l);
-              mma_tf32(acc, ah, b0h, b1h);
-            }
-          }
+        for (int u = 0; u < 2; ++u) {
+          const float* wr = W + ((hwi * T + g) * 2 + u) * NM;  // token g's W_u row
+          uint32_t b0h, b0l, b1h, b1l;
+          tf32_split<true>(g < T && ja < n_old ? wr[ja] : 0.f, b0h, b0l);
+          tf32_split<true>(g < T && jb < n_old ? wr[jb] : 0.f, b1h, b1l);
+          float (&acc)[4] = u == 0 ? pk : pq;
+          mma_tf32(acc, al, b0h, b1h);
+          mma_tf32(acc, ah, b0l, b1l);
+          mma_tf32(acc, ah, b0h, b1h);
         }
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float e = KDA ? 1.f : EU[hvl * T + min(2 * t4 + (i & 1), T - 1)];
-          hk[i] = fmaf(ak[i], e, hk[i]);
-          hq[i] = fmaf(aq[i], e, hq[i]);
-        }
-        RED[(buf * 32 + lane32) * 2] = make_float4(hk[0], hk[1], hk[2], hk[3]);
-        RED[(buf * 32 + lane32) * 2 + 1] = make_float4(hq[0], hq[1], hq[2], hq[3]);
       }
-      __syncthreads();  // half-1 sums stored
-      if (kh == 0 && live) {
-        const float4 ok = RED[(buf * 32 + lane32) * 2], oq = RED[(buf * 32 + lane32) * 2 + 1];
-        const float rk[4] = {ok.x, ok.y, ok.z, ok.w}, rq[4] = {oq.x, oq.y, oq.z, oq.w};
-        float pk[2][2], pq[2][2];  // [row g + 8h][token 2·t4 + i]
+      // a_u = e·A_u + H_u (GDN: e = e^{Λ_m} per head and token); [row g + 8h][token 2·t4 + i]
+      float rk[2][2], rq[2][2];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float e = KDA ? 1.f : EU[hvl * T + min(2 * t4 + (i & 1), T - 1)];
-          pk[i >> 1][i & 1] = fmaf(ak[i], e, rk[i]);
-          pq[i >> 1][i & 1] = fmaf(aq[i], e, rq[i]);
-        }
-        const int qb = lane32 & ~3;
-        for (int t = 0; t < T; ++t) {
-          const int own = t >> 1, io = t & 1, m = n_old + t;
-          float dv[2] = {0.f, 0.f};
-          if (t4 == own) {
-            const int64_t pos = ring_pos(p.append_start, t, R);
+      for (int i = 0; i < 4; ++i) {
+        const float e = KDA ? 1.f : EU[hvl * T + min(2 * t4 + (i & 1), T - 1)];
+        rk[i >> 1][i & 1] = fmaf(ak[i], e, pk[i]);
+        rq[i >> 1][i & 1] = fmaf(aq[i], e, pq[i]);
+      }
+      const int64_t dbase = s * rg.d0 + int64_t(hv) * rg.d2 + vr;
+      const int64_t obase = b * in.o.sb + int64_t(hv) * in.o.sh + vr;
+      for (int t = 0; t < T; ++t) {
+        const int own = t >> 1, io = t & 1, m = n_old + t;
+        float dv[2] = {0.f, 0.f};
+        if (t4 == own) {
+          const int64_t pos = POS[t];
+          const float be = BETA[hvl * T + t];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int v = v0 + (rr0 + g + 8 * h) % vt;
-              const float vin = act_at(in.v, b, t, hv, v);
-              const float dr = round_to(rg.d_dt, BETA[hvl * T + t] * (vin - pk[h][io]));
-              dv[h] = dr;
-              store_any(rg.d, rg.d_dt, s * rg.d0 + pos * rg.d1 + int64_t(hv) * rg.d2 + v, dr);
-              out_at(in.o, b, t, hv, v, pq[h][io] + KQ[t] * dr);
-              if (a.dual)
-                store_any(a.ring_v.p, a.ring_v.dt, s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + v, vin);
-            }
+          for (int h = 0; h < 2; ++h) {
+            const float vi = io ? vin[h][1] : vin[h][0];
+            const float dr = round_to(rg.d_dt, be * (vi - (io ? rk[h][1] : rk[h][0])));
+            dv[h] = dr;
+            store_any(rg.d, rg.d_dt, dbase + pos * rg.d1 + 8 * h, dr);
+            store_any(in.o.p, in.o.dt, obase + t * in.o.st + 8 * h, (io ? rq[h][1] : rq[h][0]) + KQ[t] * dr);
+            if (a.dual)
+              store_any(a.ring_v.p, a.ring_v.dt,
+                        s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + vr + 8 * h, vi);
           }
+        }
 #pragma unroll
-          for (int h = 0; h < 2; ++h) dv[h] = __shfl_sync(0xffffffffu, dv[h], qb + own);
+        for (int h = 0; h < 2; ++h) dv[h] = __shfl_sync(0xffffffffu, dv[h], qb + own);
 #pragma unroll
-          for (int i = 0; i < 2; ++i) {  // this lane's later tokens read d_t
-            const int tt = 2 * t4 + i;
-            if (tt <= t || tt >= T) continue;
-            const float wk = W[((hwi * T + tt) * 2) * NM + m], wqv = W[((hwi * T + tt) * 2 + 1) * NM + m];
+        for (int i = 0; i < 2; ++i) {  // this lane's later tokens read d_t
+          const int tt = 2 * t4 + i;
+          if (tt <= t || tt >= T) continue;
+          const float wk = W[((hwi * T + tt) * 2) * NM + m], wqv = W[((hwi * T + tt) * 2 + 1) * NM + m];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              pk[h][i] = fmaf(wk, dv[h], pk[h][i]);
-              pq[h][i] = fmaf(wqv, dv[h], pq[h][i]);
-            }
+          for (int h = 0; h < 2; ++h) {
+            rk[h][i] = fmaf(wk, dv[h], rk[h][i]);
+            rq[h][i] = fmaf(wqv, dv[h], rq[h][i]);
           }
         }
       }
