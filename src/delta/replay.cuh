@@ -353,11 +353,13 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     // next, for A and B alike. The accumulators give lane (g, t4) tokens
     // 2·t4, 2·t4 + 1 of its two rows, so the window's T × T lower-triangular
     // system is solved across a quad: token t is finished by lane t / 2
-    // (d_t rounded to ring_d's dtype, stored, o_t stored) and broadcast by
-    // shuffle to the later tokens' lanes, which add W_{t',u,m} d_t.
-    // A flush first folds the tile's rows in registers (the same sequential
-    // update as the CUDA-core rows: e^{Λ_h} S_0 + Σ_j d_j c_j k̂_j), stores
-    // them and reads them out as stored.
+    // (d_t rounded to ring_d's dtype, o_t) and broadcast by shuffle to the
+    // later tokens' lanes, which add W_{t',u,m} d_t; d and o are stored
+    // after the solve.
+    // A flush first folds the tile's rows in registers, e^{Λ_h} S_0 +
+    // Σ_j (c_j d_j) k̂_j with the sum as tensor-core products (split hi + lo;
+    // the CUDA-core and T = 1 kernels fold sequentially: equal to rounding),
+    // stores them and reads them out as stored.
     constexpr int KM = REPLAY_MMA_K, KP = REPLAY_MMA_KP;
     constexpr bool SPLIT_A = SD == DType::f32;
     float* UB = reinterpret_cast<float*>(reinterpret_cast<char*>(smem4) + lay.bytes);  // [2][8][KP]
@@ -398,15 +400,44 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
             const int rr = rr0 + g + 8 * h;
 #pragma unroll
             for (int e = 0; e < 16; ++e) f[h][e] *= KDA ? E0V[col0 + 16 * (e / 4) + e % 4] : E0[hvl];
-            for (int j = 0; j < n_old; ++j) {
-              const float cj = KDA ? DT[j * RBM + rr] : DT[j * RBM + rr] * CF[hvl * NM + j];
-              const float* kv = KV + j * KM + col0;
-#pragma unroll
-              for (int e = 0; e < 16; ++e) f[h][e] = fmaf(cj, kv[16 * (e / 4) + e % 4], f[h][e]);
-            }
-#pragma unroll
-            for (int c = 0; c < 4; ++c) st4<SD>(row_ptr(rr) + col0 + 16 * c, f[h] + 4 * c);
           }
+          // Σ_j (c_j d_j) k̂_j as products rows × records · records × columns
+          // (A: c_j d_j of rows g, g + 8, records j0 + t4, j0 + t4 + 4; B: the
+          // record keys (KDA: the fold vectors, c_j inside)). The accumulator
+          // of n-tile nt of column group c holds columns 16c + 4·t4 + 2·nt + {0, 1}
+          // of rows g, g + 8: exactly f's layout, so B's column n is
+          // 16c + 4·(n >> 1) + 2·nt + (n & 1).
+          const int hb = hf * 64 + 4 * (g >> 1) + (g & 1);
+          for (int j0 = 0; j0 < n_old; j0 += 8) {
+            const int ja = j0 + t4, jb = ja + 4;
+            const float ca = ja < n_old ? (KDA ? 1.f : CF[hvl * NM + ja]) : 0.f;
+            const float cb = jb < n_old ? (KDA ? 1.f : CF[hvl * NM + jb]) : 0.f;
+            const float a4[4] = {ja < n_old ? DT[ja * RBM + rr0 + g] * ca : 0.f, ja < n_old ? DT[ja * RBM + rr0 + g + 8] * ca : 0.f,
+                                 jb < n_old ? DT[jb * RBM + rr0 + g] * cb : 0.f, jb < n_old ? DT[jb * RBM + rr0 + g + 8] * cb : 0.f};
+            uint32_t ah[4], al[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) tf32_split<true>(a4[i], ah[i], al[i]);
+            const float* ka = KV + min(ja, n_old - 1) * KM + hb;
+            const float* kb = KV + min(jb, n_old - 1) * KM + hb;
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+#pragma unroll
+              for (int nt = 0; nt < 2; ++nt) {
+                uint32_t b0h, b0l, b1h, b1l;
+                tf32_split<true>(ja < n_old ? ka[16 * c + 2 * nt] : 0.f, b0h, b0l);
+                tf32_split<true>(jb < n_old ? kb[16 * c + 2 * nt] : 0.f, b1h, b1l);
+                float acc[4] = {f[0][4 * c + 2 * nt], f[0][4 * c + 2 * nt + 1], f[1][4 * c + 2 * nt], f[1][4 * c + 2 * nt + 1]};
+                mma_tf32(acc, al, b0h, b1h);
+                mma_tf32(acc, ah, b0l, b1l);
+                mma_tf32(acc, ah, b0h, b1h);
+                f[0][4 * c + 2 * nt] = acc[0], f[0][4 * c + 2 * nt + 1] = acc[1];
+                f[1][4 * c + 2 * nt] = acc[2], f[1][4 * c + 2 * nt + 1] = acc[3];
+              }
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) st4<SD>(row_ptr(rr0 + g + 8 * h) + col0 + 16 * c, f[h] + 4 * c);
         }
 #pragma unroll
         for (int c = 0; c < 4; ++c)
@@ -459,28 +490,27 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
         rk[i >> 1][i & 1] = fmaf(ak[i], e, pk[i]);
         rq[i >> 1][i & 1] = fmaf(aq[i], e, pq[i]);
       }
-      const int64_t dbase = s * rg.d0 + int64_t(hv) * rg.d2 + vr;
-      const int64_t obase = b * in.o.sb + int64_t(hv) * in.o.sh + vr;
+      // The solve: every lane forms token t's d from its own copy (only the
+      // owner lane t / 2 of the quad has the final a_k) and takes the owner's
+      // by shuffle; the owner keeps d_t and o_t, stored after the loop.
+      float dfin[2][2] = {{0.f, 0.f}, {0.f, 0.f}}, ofin[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
       for (int t = 0; t < T; ++t) {
         const int own = t >> 1, io = t & 1, m = n_old + t;
-        float dv[2] = {0.f, 0.f};
+        const float be = BETA[hvl * T + t], kq = KQ[t];
+        float dv[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float vi = io ? vin[h][1] : vin[h][0], ak_t = io ? rk[h][1] : rk[h][0];
+          dv[h] = __shfl_sync(0xffffffffu, round_to(rg.d_dt, be * (vi - ak_t)), qb + own);
+        }
         if (t4 == own) {
-          const int64_t pos = POS[t];
-          const float be = BETA[hvl * T + t];
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const float vi = io ? vin[h][1] : vin[h][0];
-            const float dr = round_to(rg.d_dt, be * (vi - (io ? rk[h][1] : rk[h][0])));
-            dv[h] = dr;
-            store_any(rg.d, rg.d_dt, dbase + pos * rg.d1 + 8 * h, dr);
-            store_any(in.o.p, in.o.dt, obase + t * in.o.st + 8 * h, (io ? rq[h][1] : rq[h][0]) + KQ[t] * dr);
-            if (a.dual)
-              store_any(a.ring_v.p, a.ring_v.dt,
-                        s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + vr + 8 * h, vi);
+            const float o = (io ? rq[h][1] : rq[h][0]) + kq * dv[h];
+            if (io) dfin[h][1] = dv[h], ofin[h][1] = o;
+            else dfin[h][0] = dv[h], ofin[h][0] = o;
           }
         }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) dv[h] = __shfl_sync(0xffffffffu, dv[h], qb + own);
 #pragma unroll
         for (int i = 0; i < 2; ++i) {  // this lane's later tokens read d_t
           const int tt = 2 * t4 + i;
@@ -491,6 +521,22 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
             rk[h][i] = fmaf(wk, dv[h], rk[h][i]);
             rq[h][i] = fmaf(wqv, dv[h], rq[h][i]);
           }
+        }
+      }
+      const int64_t dbase = s * rg.d0 + int64_t(hv) * rg.d2 + vr;
+      const int64_t obase = b * in.o.sb + int64_t(hv) * in.o.sh + vr;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int tt = 2 * t4 + i;
+        if (tt >= T) continue;
+        const int64_t pos = POS[tt];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          store_any(rg.d, rg.d_dt, dbase + pos * rg.d1 + 8 * h, dfin[h][i]);
+          store_any(in.o.p, in.o.dt, obase + tt * in.o.st + 8 * h, ofin[h][i]);
+          if (a.dual)
+            store_any(a.ring_v.p, a.ring_v.dt,
+                      s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + vr + 8 * h, vin[h][i]);
         }
       }
     }
