@@ -396,11 +396,9 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
             ld4<SD>(reinterpret_cast<const char*>(row_ptr(rr0 + g + 8 * h) + col0 + 16 * c), f[h] + 4 * c);
         if (p.flush) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int rr = rr0 + g + 8 * h;
+          for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int e = 0; e < 16; ++e) f[h][e] *= KDA ? E0V[col0 + 16 * (e / 4) + e % 4] : E0[hvl];
-          }
           // Σ_j (c_j d_j) k̂_j as products rows × records · records × columns
           // (A: c_j d_j of rows g, g + 8, records j0 + t4, j0 + t4 + 4; B: the
           // record keys (KDA: the fold vectors, c_j inside)). The accumulator
