@@ -22,7 +22,9 @@
 #pragma once
 #include <type_traits>
 
+#include "delta/heuristics.h"
 #include "delta/kernel_common.cuh"
+#include "delta/stream.cuh"
 #include "quant/quant.cuh"
 
 namespace replayssm::delta::cuda_impl {
@@ -66,10 +68,15 @@ __host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, in
 
 // The tensor-core stream's shared memory after replay_layout: the window's
 // û_k, û_q of 8 tokens (rows padded to KP floats: conflict-free fragment
-// loads) and the window's ring positions.
+// loads), the window's ring positions and one 4 KiB stage per warp (a unit
+// of 16 rows × 256 bytes: half a tile of fp32 rows, a whole tile of 16-bit
+// rows).
 inline constexpr int REPLAY_MMA_K = 128;  // the one key dimension of the tensor-core stream
 inline constexpr int REPLAY_MMA_KP = REPLAY_MMA_K + 8;
-__host__ __device__ constexpr int64_t replay_mma_extra_bytes() { return 4 * (2 * 8 * REPLAY_MMA_KP + 8); }
+inline constexpr int REPLAY_MMA_STAGE = 16 * 256;  // bytes per warp
+__host__ __device__ constexpr int64_t replay_mma_extra_bytes() {
+  return 4 * (2 * 8 * REPLAY_MMA_KP + 8) + int64_t(REPLAY_THREADS / 32) * REPLAY_MMA_STAGE;
+}
 
 // A row of a packed read copy (QF_FP8 / QF_NVFP4) decoded into the fp32
 // register layout (Row<f32>: chunk c = j·lpr + lane holds elements 4c..4c+3).
@@ -167,6 +174,31 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     if (reporter) cuda_util::report(a.status, STATUS_UNCOMMITTED);
     return;
   }
+  // Tensor-core stream: each warp's first unit of state rows is in flight
+  // (cp.async into its stage) while the records are prepared.
+  const ReplayLayout lay = replay_layout(KDA, K, T, rg.L, a.nh, RBM);
+  char* const stg = reinterpret_cast<char*>(smem4) + lay.bytes +
+                    4 * (2 * 8 * REPLAY_MMA_KP + 8) + warp * REPLAY_MMA_STAGE;
+  // Unit (tile, hf): 16 rows × 16 chunks of 16 bytes (fp32: columns 64·hf …
+  // 64·hf + 63; 16-bit: the whole row). Chunk q of row r lands at chunk
+  // q ^ swz(r), so the fragment loads (rows g, g + 8; lanes t4 along the
+  // columns) are free of bank conflicts.
+  constexpr bool WIDE = SD == DType::f32;
+  auto swz = [](int r) { return WIDE ? (r & 1) << 2 : (r & 3) << 1; };
+  auto issue_unit = [&](int tile, int hf) {
+    const int rr0 = tile * 16;
+    const TS* base = row_ptr(rr0) + (WIDE ? hf * 64 : 0);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int idx = lane32 + 32 * i, r = idx >> 4, q = idx & 15;
+      cp_async16(stg + (r * 16 + (q ^ swz(r))) * 16,
+                 reinterpret_cast<const char*>(base + int64_t(r) * a.st.s2) + q * 16);
+    }
+    cp_async_commit();
+  };
+  if constexpr (MMA) {
+    if (warp < RB / 16) issue_unit(warp, 0);
+  }
   StepPlan p = ring_plan_step(c, T, rg.L, R);
   if (a.dual) p.flush = false;  // folded before this launch: the window reads the fresh copy, no history
   const int n_old = p.flush ? p.fold_count : p.hist_count;
@@ -174,7 +206,6 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   const int j_lo = p.flush ? n_old : 0;
   const int n = n_old + T;
 
-  const ReplayLayout lay = replay_layout(KDA, K, T, rg.L, a.nh, RBM);
   double* LAMD = reinterpret_cast<double*>(smem4);
   float* sm = reinterpret_cast<float*>(smem4) + lay.float_base;
   float* KV = sm + lay.kv;  // [NM][K] k̂ of old records then window (KDA flush: fold vectors)
@@ -346,7 +377,8 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     // m16n8k8 tf32 products (fp32 operands split hi + lo, cuda_util::
     // tf32_split): A_k = S_0·[û_k,0 … û_k,7], A_q = S_0·[û_q,0 …] (û: k̂ / q̂
     // of the window, KDA with e^{Λ_m} folded in) over the two column halves
-    // of S_0 in turn, and the old records' history
+    // of S_0 in turn (from the warp's stage; the next unit is issued as soon
+    // as the current one is in registers), and the old records' history
     // H_u = [d_j]·[W_{t,u,j}] (rows × records · records × tokens). Lane
     // (g, t4) holds rows g, g + 8 at columns 64·half + 16c + 4·t4 + e;
     // inside a k-step k = t4 is column 16c + 4·t4 + 2s and k = t4 + 4 the
@@ -389,11 +421,25 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       for (int hf = 0; hf < 2; ++hf) {
         const int col0 = hf * 64 + 4 * t4;
         float f[2][16];  // [row g + 8h][16c + 4·t4 + e]
+        if (WIDE || hf == 0) {
+          cp_async_wait_all();
+          __syncwarp();
+        }
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < 2; ++h) {
+          const int r = g + 8 * h;
 #pragma unroll
-          for (int c = 0; c < 4; ++c)
-            ld4<SD>(reinterpret_cast<const char*>(row_ptr(rr0 + g + 8 * h) + col0 + 16 * c), f[h] + 4 * c);
+          for (int c = 0; c < 4; ++c) {
+            // byte offset in the unit's row: fp32 16·(4c + t4); 16-bit 2·(64·hf + 16c + 4·t4)
+            const int bo = WIDE ? 16 * (4 * c + t4) : 128 * hf + 32 * c + 8 * t4;
+            ld4<SD>(stg + r * 256 + (((bo >> 4) ^ swz(r)) << 4) + (bo & 15), f[h] + 4 * c);
+          }
+        }
+        if (WIDE || hf == 1) {  // the stage is read: the warp's next unit
+          __syncwarp();
+          const int nt = WIDE && hf == 0 ? tile : tile + nwarps;
+          if (nt < ntiles) issue_unit(nt, WIDE && hf == 0 ? 1 : 0);
+        }
         if (p.flush) {
 #pragma unroll
           for (int h = 0; h < 2; ++h)
