@@ -283,8 +283,9 @@ TEST(DeltaGpu, SnapshotDecode) {
 
 // Replay steps of T tokens (T = 1: commit_all; T > 1: random acceptances
 // committed by the next step), compared after every step.
+// max_err, when given, receives the largest relative output error of the run.
 void replay_run(const Cfg& c, int64_t B, int64_t S, int64_t L, int64_t T, int steps, uint32_t seed,
-                bool check_pool_each_step) {
+                bool check_pool_each_step, double* max_err = nullptr) {
   std::mt19937 rng(seed);
   Pool pool(c, S, L, T, rng);
   Pair slot = make_slots(B, S, B > 2 ? 1 : -1, -1, rng);
@@ -305,7 +306,9 @@ void replay_run(const Cfg& c, int64_t B, int64_t S, int64_t L, int64_t T, int st
                       commit_all, cuda_exec());
     sync();
     pending = !commit_all;
-    expect_close(in.o.fetch(), in.o.h, tol(c), "o");
+    const HostTensor o = in.o.fetch();
+    expect_close(o, in.o.h, tol(c), "o");
+    if (max_err) *max_err = std::max(*max_err, rel_err(o.to_f64(), in.o.h.to_f64()));
     if (check_pool_each_step || step == steps - 1) pool.expect_equal(c, "replay");
     if (::testing::Test::HasFailure()) return;
   }
@@ -385,6 +388,35 @@ TEST(DeltaGpu, SpecMmaSmall) {
       if (::testing::Test::HasFailure()) return;
     }
 }
+
+// Speculative steps through the tensor-core stream (K = 128: the model
+// shapes and a small head) with fp32 states, activations, gates and d
+// records, against the fp64 reference at the fp32 tolerance (2e-5): the
+// split (3xTF32-style) products keep fp32 accuracy. T = 2, 5, 8; L = 8, so
+// rows flush (the fold's products too). Prints the largest output error.
+class DeltaGpuSpecTensorCores : public GpuTestPart {};
+TEST_P(DeltaGpuSpecTensorCores, Fp32Accuracy) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const DType F = DType::f32;
+  const Cfg cfgs[] = {{DeltaFamily::gdn, {16, 64, 128, 128}, F, F, F, F},
+                      {DeltaFamily::gdn, {16, 32, 128, 128}, F, F, F, F, false},
+                      {DeltaFamily::kda, {32, 32, 128, 128}, F, F, F, F},
+                      {DeltaFamily::gdn, {1, 2, 128, 128}, F, F, F, F},
+                      {DeltaFamily::kda, {1, 2, 128, 128}, F, F, F, F, false}};
+  int item = 0;
+  uint32_t seed = 300;
+  for (const Cfg& c : cfgs)
+    for (int64_t T : {2, 5, 8}) {
+      const uint32_t sd = seed++;
+      if (!mine(item++)) continue;
+      SCOPED_TRACE(name(c) + " T" + std::to_string(T));
+      double e = 0;
+      replay_run(c, 3, 6, 8, T, 10, sd, c.s.HV * c.s.V * c.s.K <= (1 << 20), &e);
+      std::printf("  spec %s T=%d: max output error %.3g (tol %.3g)\n", name(c).c_str(), int(T), e, tol(c));
+      if (::testing::Test::HasFailure()) return;
+    }
+}
+RSSM_GPU_TEST_PARTS(DeltaGpuSpecTensorCores);
 
 class DeltaGpuSpeculativeWindows : public GpuTestPart {};
 TEST_P(DeltaGpuSpeculativeWindows, MatchCpu) {
