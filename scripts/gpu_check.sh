@@ -321,9 +321,9 @@ stage_profile() {
   local bin=$CLI
   [[ $bin == /* ]] || bin=$ROOT/$CLI
   (cd "$tmp" && cuobjdump -xelf all "$bin" > /dev/null 2>&1)
-  # (profiles of delta kernels ended here twice without a disassembly: the
-  # delta and mamba2 folders both hold kernels_f32.cu etc., so their cubins
-  # may extract under one name; the log now says how many were scanned)
+  # (cubins extract under their translation unit's base name, so .cu names
+  # must be unique across src/*: the delta TUs carry a delta_ prefix since
+  # the GDN / KDA profiles ended here without a disassembly)
   local scanned=0
   for cubin in "$tmp"/*sm_90a*.cubin; do
     [[ -e $cubin ]] || continue

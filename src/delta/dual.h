@@ -2,7 +2,7 @@
 // (include/replayssm/dual.h, docs/dual_precision.md). On the reference and
 // cpu backends the public entry points of api.cpp hand such pools to the
 // functions below; on the cuda backend api.cpp validates the pool as a single
-// pool plus check_device_pool and calls delta::cuda::dual_* (launch.cu,
+// pool plus check_device_pool and calls delta::cuda::dual_* (delta_launch.cu,
 // dual_fold.cuh); copy_slot and reset_slot serve both.
 #pragma once
 #include <utility>

@@ -24,8 +24,8 @@ template <DType SD, bool KDA> void launch_decode1(const RecArgs& a, const Launch
 template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_replay1_bulk(const ReplayArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& l);
-// Dual pools: the replay kernels (any T; T = 1) on an fp8 / nvfp4 read copy (kernels_fp8.cu,
-// kernels_nvfp4.cu) and the high-precision fold + repack (dual_kernels.cu).
+// Dual pools: the replay kernels (any T; T = 1) on an fp8 / nvfp4 read copy (delta_kernels_fp8.cu,
+// delta_kernels_nvfp4.cu) and the high-precision fold + repack (dual_kernels.cu).
 template <int QF, bool KDA> void launch_replay_quant(const ReplayArgs& a, const Launch& l);
 template <int QF, bool KDA> void launch_replay1_quant(const ReplayArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_dual_fold(const DualArgs& a, const Launch& l);

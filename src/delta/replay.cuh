@@ -18,7 +18,7 @@
 // with no history (j_lo = n_old, Λ restarting at the new checkpoint).
 // Appends: ring_k / ring_ks by the block with x == 0 of each key head (one
 // writer), ring_g by the V-tile-0 blocks of each value head, ring_d by the
-// row owners. Cursors are updated by a separate launch (launch.cu).
+// row owners. Cursors are updated by a separate launch (delta_launch.cu).
 #pragma once
 #include <type_traits>
 
@@ -372,7 +372,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
 
   if constexpr (MMA) {
     // ---- Tensor-core stream (T > 1, K = 128, tiles of 16 rows inside one
-    // value head: launch.cu::replay_mma_fits). A warp owns whole tiles
+    // value head: delta_launch.cu::replay_mma_fits). A warp owns whole tiles
     // (tile = warp + nwarps·i; no barrier in the stream). Per tile, as
     // m16n8k8 tf32 products (fp32 operands split hi + lo, cuda_util::
     // tf32_split): A_k = S_0·[û_k,0 … û_k,7], A_q = S_0·[û_q,0 …] (û: k̂ / q̂

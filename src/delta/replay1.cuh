@@ -100,7 +100,7 @@ __device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<f
 
 // QF != QF_NONE: the state is a packed fp8 / nvfp4 read copy (dual pools),
 // staged as codes and scales (QStage) and decoded into Row<bf16>'s layout.
-// BULK: the state rows stream by bulk copies (launch.cu::replay1_bulk_fits:
+// BULK: the state rows stream by bulk copies (delta_launch.cu::replay1_bulk_fits:
 // K = 128, the block's rows contiguous and 16-byte aligned, QF_NONE).
 template <DType SD, bool KDA, int QF = QF_NONE, bool BULK = false>
 __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS : REPLAY1_MIN_BLOCKS)

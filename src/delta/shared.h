@@ -1,5 +1,5 @@
 // Shared-quantised GDN/KDA decode (include/replayssm/dual.h) on the cuda
-// backend: the validation hook of api.cpp and the launcher of shared.cu.
+// backend: the validation hook of api.cpp and the launcher of delta_shared.cu.
 #pragma once
 #include "delta/backend.h"
 #include "delta/params.h"
@@ -20,7 +20,7 @@ namespace cuda {
 void decode_shared(const DeltaStep& step, const Tensor& packed_state, const QuantLayout& L,
                    const QuantRounding& rounding, const Dims& d, const Exec& exec);
 // The token inputs of a step [B, T, ...] as every delta kernel takes them
-// (launch.cu).
+// (delta_launch.cu).
 cuda_impl::TokenArgs step_tokens(const DeltaStep& step, const Dims& d);
 }  // namespace cuda
 
