@@ -321,9 +321,8 @@ stage_profile() {
   local bin=$CLI
   [[ $bin == /* ]] || bin=$ROOT/$CLI
   (cd "$tmp" && cuobjdump -xelf all "$bin" > /dev/null 2>&1)
-  # (cubins extract under their translation unit's base name, so .cu names
-  # must be unique across src/*: the delta TUs carry a delta_ prefix since
-  # the GDN / KDA profiles ended here without a disassembly)
+  # (cubins extract under their translation unit's base name: .cu names are
+  # unique across src/*, the delta ones carry a delta_ prefix)
   local scanned=0
   for cubin in "$tmp"/*sm_90a*.cubin; do
     [[ -e $cubin ]] || continue
