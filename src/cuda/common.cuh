@@ -152,6 +152,16 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// d += (ah + al)·(b_h + b_l) without the lo·lo term (3xTF32): al·b_h, ah·b_l,
+// ah·b_h, in that order. A_LO / B_LO false: that operand is exact in tf32
+// (no low part, its product skipped).
+template <bool A_LO = true, bool B_LO = true>
+__device__ __forceinline__ void mma_tf32x3(float (&d)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
+                                           uint32_t b0h, uint32_t b1h, uint32_t b0l, uint32_t b1l) {
+  if constexpr (A_LO) mma_tf32(d, al, b0h, b1h);
+  if constexpr (B_LO) mma_tf32(d, ah, b0l, b1l);
+  mma_tf32(d, ah, b0h, b1h);
+}
 // Four consecutive state elements (16 or 8 bytes, aligned) widened to fp32.
 template <DType SD>
 __device__ __forceinline__ void ld4(const char* src, float* v) {

@@ -30,7 +30,7 @@
 namespace replayssm::delta::cuda_impl {
 
 using cuda_util::ld4;
-using cuda_util::mma_tf32;
+using cuda_util::mma_tf32x3;
 using cuda_util::st4;
 using cuda_util::tf32_split;
 
@@ -74,8 +74,9 @@ __host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, in
 inline constexpr int REPLAY_MMA_K = 128;  // the one key dimension of the tensor-core stream
 inline constexpr int REPLAY_MMA_KP = REPLAY_MMA_K + 8;
 inline constexpr int REPLAY_MMA_STAGE = 16 * 256;  // bytes per warp
+inline constexpr int REPLAY_MMA_UB_BYTES = 4 * (2 * 8 * REPLAY_MMA_KP + 8);  // B operands + ring positions
 __host__ __device__ constexpr int64_t replay_mma_extra_bytes() {
-  return 4 * (2 * 8 * REPLAY_MMA_KP + 8) + int64_t(REPLAY_THREADS / 32) * REPLAY_MMA_STAGE;
+  return REPLAY_MMA_UB_BYTES + int64_t(REPLAY_THREADS / 32) * REPLAY_MMA_STAGE;
 }
 
 // A row of a packed read copy (QF_FP8 / QF_NVFP4) decoded into the fp32
@@ -177,8 +178,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // Tensor-core stream: each warp's first unit of state rows is in flight
   // (cp.async into its stage) while the records are prepared.
   const ReplayLayout lay = replay_layout(KDA, K, T, rg.L, a.nh, RBM);
-  char* const stg = reinterpret_cast<char*>(smem4) + lay.bytes +
-                    4 * (2 * 8 * REPLAY_MMA_KP + 8) + warp * REPLAY_MMA_STAGE;
+  char* const stg = reinterpret_cast<char*>(smem4) + lay.bytes + REPLAY_MMA_UB_BYTES + warp * REPLAY_MMA_STAGE;
   // Unit (tile, hf): 16 rows × 16 chunks of 16 bytes (fp32: columns 64·hf …
   // 64·hf + 63; 16-bit: the whole row). Chunk q of row r lands at chunk
   // q ^ swz(r), so the fragment loads (rows g, g + 8; lanes t4 along the
@@ -471,9 +471,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
                 tf32_split<true>(ja < n_old ? ka[16 * c + 2 * nt] : 0.f, b0h, b0l);
                 tf32_split<true>(jb < n_old ? kb[16 * c + 2 * nt] : 0.f, b1h, b1l);
                 float acc[4] = {f[0][4 * c + 2 * nt], f[0][4 * c + 2 * nt + 1], f[1][4 * c + 2 * nt], f[1][4 * c + 2 * nt + 1]};
-                mma_tf32(acc, al, b0h, b1h);
-                mma_tf32(acc, ah, b0l, b1l);
-                mma_tf32(acc, ah, b0h, b1h);
+                mma_tf32x3(acc, ah, al, b0h, b1h, b0l, b1l);
                 f[0][4 * c + 2 * nt] = acc[0], f[0][4 * c + 2 * nt + 1] = acc[1];
                 f[1][4 * c + 2 * nt] = acc[2], f[1][4 * c + 2 * nt + 1] = acc[3];
               }
@@ -499,9 +497,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
               tf32_split<true>(ub[u * 8 * KP], b0h, b0l);
               tf32_split<true>(ub[u * 8 * KP + 1], b1h, b1l);
               float (&acc)[4] = u == 0 ? ak : aq;
-              if constexpr (SPLIT_A) mma_tf32(acc, al, b0h, b1h);
-              mma_tf32(acc, ah, b0l, b1l);
-              mma_tf32(acc, ah, b0h, b1h);
+              mma_tf32x3<SPLIT_A>(acc, ah, al, b0h, b1h, b0l, b1l);
             }
           }
       }
@@ -521,9 +517,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
           tf32_split<true>(g < T && ja < n_old ? wr[ja] : 0.f, b0h, b0l);
           tf32_split<true>(g < T && jb < n_old ? wr[jb] : 0.f, b1h, b1l);
           float (&acc)[4] = u == 0 ? pk : pq;
-          mma_tf32(acc, al, b0h, b1h);
-          mma_tf32(acc, ah, b0l, b1l);
-          mma_tf32(acc, ah, b0h, b1h);
+          mma_tf32x3(acc, ah, al, b0h, b1h, b0l, b1l);
         }
       }
       // a_u = e·A_u + H_u (GDN: e = e^{Λ_m} per head and token); [row g + 8h][token 2·t4 + i]
