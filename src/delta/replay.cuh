@@ -39,7 +39,7 @@ using cuda_util::tf32_split;
 // <= L − T without), RB = nh·vt rows.
 struct ReplayLayout {
   int64_t lamd;                                       // double offsets
-  int64_t kv, qv, uk, uq, e0v, w, dt, gs, beta, eu, kq, cf, e0;  // float offsets (after doubles)
+  int64_t kv, qv, uk, uq, e0v, ua, w, dt, gs, beta, eu, kq, cf, e0;  // float offsets (after doubles)
   int64_t float_base, bytes;
 };
 __host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, int L, int nh, int rb) {
@@ -54,6 +54,7 @@ __host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, in
   l.uk = o; o += kda ? align4(int64_t(T) * K) : 0;
   l.uq = o; o += kda ? align4(int64_t(T) * K) : 0;
   l.e0v = o; o += kda ? align4(K) : 0;
+  l.ua = o; o += kda ? align4(2 * int64_t(T) * K) : 0;
   l.w = o; o += align4(int64_t(nh) * T * 2 * NM);
   l.dt = o; o += align4(NM * rb);
   l.gs = o; o += align4(int64_t(nh) * NM);
@@ -205,10 +206,13 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   const int old_start = p.flush ? p.fold_start : p.hist_start;
   const int j_lo = p.flush ? n_old : 0;
   const int n = n_old + T;
+  // Ring position of record i after `start` (start < R: cursor_ok and
+  // ring_plan_step; i <= L + T <= R), without the division of ring_pos.
+  auto rpos = [R](int start, int i) { const int x = start + i; return x >= R ? x - R : x; };
 
   double* LAMD = reinterpret_cast<double*>(smem4);
   float* sm = reinterpret_cast<float*>(smem4) + lay.float_base;
-  float* KV = sm + lay.kv;  // [NM][K] k̂ of old records then window (KDA flush: fold vectors)
+  float* KV = sm + lay.kv;  // [NM][K] k̂ of old records then window (KDA: old records as fold vectors)
   float* QV = sm + lay.qv;  // [T][K] q̂
   float* UK = sm + lay.uk;  // KDA [T][K] e^{Λ_m} ⊙ k̂_t
   float* UQ = sm + lay.uq;  // KDA [T][K] e^{Λ_m} ⊙ q̂_t
@@ -225,14 +229,14 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     warp_prep_qk(in, b, t, kh, KV + (n_old + t) * K, QV + t * K, ks, kq);
     if (lane32 == 0) KQ[t] = kq;
     if (k_writer) {
-      const int64_t pos = ring_pos(p.append_start, t, R);
+      const int64_t pos = rpos(p.append_start, t);
       const int64_t ko = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
       for (int i = lane32; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, act_at(in.k, b, t, kh, i));
       if (lane32 == 0) rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
     }
   }
   for (int j = warp; j < n_old; j += nwarps) {
-    const int64_t pos = ring_pos(old_start, j, R);
+    const int64_t pos = rpos(old_start, j);
     const float ks = rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2];
     const int64_t ko = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
     for (int i = lane32; i < K; i += 32) KV[j * K + i] = load_any(rg.k, rg.k_dt, ko + i) * ks;
@@ -241,7 +245,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // vt rows (row rr = hvl·vt + v − v0; no division per element).
   for (int jh = warp; jh < n_old * a.nh; jh += nwarps) {
     const int j = jh / a.nh, hvl = jh % a.nh;
-    const int64_t base = s * rg.d0 + int64_t(ring_pos(old_start, j, R)) * rg.d1 + int64_t(hv0 + hvl) * rg.d2 + v0;
+    const int64_t base = s * rg.d0 + int64_t(rpos(old_start, j)) * rg.d1 + int64_t(hv0 + hvl) * rg.d2 + v0;
     float* dst = DT + j * RBM + hvl * vt;
     for (int v = lane32; v < vt; v += 32) dst[v] = load_any(rg.d, rg.d_dt, base + v);
   }
@@ -249,7 +253,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     const float be = beta_at(in, b, x % T, hv0 + x / T);
     BETA[x] = be;
     if (a.dual && g_writer)
-      static_cast<float*>(a.ring_beta.p)[s * a.ring_beta.s0 + int64_t(ring_pos(p.append_start, x % T, R)) * a.ring_beta.s1 +
+      static_cast<float*>(a.ring_beta.p)[s * a.ring_beta.s0 + int64_t(rpos(p.append_start, x % T)) * a.ring_beta.s1 +
                                          int64_t(hv0 + x / T) * a.ring_beta.s2] = be;
   }
   // Gates and cumulative log-decays Λ (fp64 sums; restarting at the new
@@ -259,11 +263,11 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       const int hvl = x / n, i = x % n, hv = hv0 + hvl;
       float g;
       if (i < n_old) {
-        g = rg.g[s * rg.g0 + int64_t(ring_pos(old_start, i, R)) * rg.g1 + int64_t(hv) * rg.g2];
+        g = rg.g[s * rg.g0 + int64_t(rpos(old_start, i)) * rg.g1 + int64_t(hv) * rg.g2];
       } else {
         const int t = i - n_old;
         g = gate_at(in, false, b, t, hv, 0);
-        if (g_writer) rg.g[s * rg.g0 + int64_t(ring_pos(p.append_start, t, R)) * rg.g1 + int64_t(hv) * rg.g2] = g;
+        if (g_writer) rg.g[s * rg.g0 + int64_t(rpos(p.append_start, t)) * rg.g1 + int64_t(hv) * rg.g2] = g;
       }
       GS[hvl * NM + i] = g;
     }
@@ -288,12 +292,12 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
           const int i = i0 + e;
           if (i >= n) break;
           if (i < n_old) {
-            g[e] = rg.g[s * rg.g0 + int64_t(ring_pos(old_start, i, R)) * rg.g1 + int64_t(hv) * rg.g2 + k];
+            g[e] = rg.g[s * rg.g0 + int64_t(rpos(old_start, i)) * rg.g1 + int64_t(hv) * rg.g2 + k];
           } else {
             const int t = i - n_old;
             g[e] = gate_at(in, true, b, t, hv, k);
             if (g_writer)
-              rg.g[s * rg.g0 + int64_t(ring_pos(p.append_start, t, R)) * rg.g1 + int64_t(hv) * rg.g2 + k] = g[e];
+              rg.g[s * rg.g0 + int64_t(rpos(p.append_start, t)) * rg.g1 + int64_t(hv) * rg.g2 + k] = g[e];
           }
         }
 #pragma unroll
@@ -320,23 +324,23 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       for (int hvl = tid; hvl < a.nh; hvl += blockDim.x) E0[hvl] = expf(float(LAMD[hvl * NM + n_old - 1]));
     }
     for (int x = tid; x < a.nh * T; x += blockDim.x) EU[x] = expf(float(LAMD[(x / T) * NM + n_old + x % T]));
-    for (int x = warp; x < T * n; x += nwarps) {
-      const int t = x / n, j = x % n, m = n_old + t;
-      if (j < j_lo || j >= m) continue;
-      float dk = 0.f, dq = 0.f;
-      for (int i = lane32; i < K; i += 32) {
-        const float kj = KV[j * K + i];
-        dk += kj * KV[m * K + i];
-        dq += kj * QV[t * K + i];
+    // a warp per (token t, record j_lo <= j < m)
+    for (int t = 0; t < T; ++t)
+      for (int j = j_lo + warp, m = n_old + t; j < m; j += nwarps) {
+        float dk = 0.f, dq = 0.f;
+        for (int i = lane32; i < K; i += 32) {
+          const float kj = KV[j * K + i];
+          dk += kj * KV[m * K + i];
+          dq += kj * QV[t * K + i];
+        }
+        dk = warp_sum(dk);
+        dq = warp_sum(dq);
+        for (int hvl = lane32; hvl < a.nh; hvl += 32) {
+          const float e = expf(float(LAMD[hvl * NM + m] - LAMD[hvl * NM + j]));
+          W[((hvl * T + t) * 2) * NM + j] = e * dk;
+          W[((hvl * T + t) * 2 + 1) * NM + j] = e * dq;
+        }
       }
-      dk = warp_sum(dk);
-      dq = warp_sum(dq);
-      for (int hvl = lane32; hvl < a.nh; hvl += 32) {
-        const float e = expf(float(LAMD[hvl * NM + m] - LAMD[hvl * NM + j]));
-        W[((hvl * T + t) * 2) * NM + j] = e * dk;
-        W[((hvl * T + t) * 2 + 1) * NM + j] = e * dq;
-      }
-    }
   } else {
     for (int x = tid; x < T * K; x += blockDim.x) {
       const int t = x / K, k = x % K, m = n_old + t;
@@ -344,28 +348,61 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       UK[x] = e * KV[m * K + k];
       UQ[x] = e * QV[x];
     }
-    for (int x = warp; x < T * n; x += nwarps) {
-      const int t = x / n, j = x % n, m = n_old + t;
-      if (j < j_lo || j >= m) continue;
-      float wk = 0.f, wq = 0.f;
-      for (int k = lane32; k < K; k += 32) {
-        const float kk = expf(float(LAMD[int64_t(m) * K + k] - LAMD[int64_t(j) * K + k])) * KV[j * K + k];
-        wk += kk * KV[m * K + k];
-        wq += kk * QV[t * K + k];
-      }
-      wk = warp_sum(wk);
-      wq = warp_sum(wq);
-      if (lane32 == 0) {
-        W[(t * 2) * NM + j] = wk;
-        W[(t * 2 + 1) * NM + j] = wq;
-      }
-    }
-    if (p.flush) {  // fold vectors in place of the old keys (no W term reads them)
+    // The old records' terms factor through the last old record r = n_old − 1
+    // (Λ_r − Λ_j <= 0 for j <= r, Λ_m − Λ_r <= 0 for m > r):
+    //   W_{t,u,j} = (e^{Λ_m − Λ_r} ⊙ u)·(e^{Λ_r − Λ_j} ⊙ k̂_j),
+    // the second factor the fold vector of a flush, so (T + n_old)·K
+    // exponentials instead of T·n_old·K. Window records (j >= n_old) keep
+    // the direct form.
+    float* UA = sm + lay.ua;  // [2][T][K] e^{Λ_m − Λ_r} ⊙ k̂_m, e^{Λ_m − Λ_r} ⊙ q̂_t
+    const bool old_terms = j_lo < n_old;
+    if (n_old > 0) {
       for (int x = tid; x < n_old * K; x += blockDim.x) {
         const int j = x / K, k = x % K;
         KV[x] *= expf(float(LAMD[int64_t(n_old - 1) * K + k] - LAMD[int64_t(j) * K + k]));
       }
+      if (old_terms)
+        for (int x = tid; x < T * K; x += blockDim.x) {
+          const int t = x / K, k = x % K, m = n_old + t;
+          const float e = expf(float(LAMD[int64_t(m) * K + k] - LAMD[int64_t(n_old - 1) * K + k]));
+          UA[x] = e * KV[m * K + k];
+          UA[T * K + x] = e * QV[x];
+        }
+    }
+    if (p.flush)
       for (int k = tid; k < K; k += blockDim.x) E0V[k] = expf(float(LAMD[int64_t(n_old - 1) * K + k]));
+    for (int t = 0; t < T; ++t)  // window records: a warp per (t, n_old <= j < m)
+      for (int j = n_old + warp, m = n_old + t; j < m; j += nwarps) {
+        float wk = 0.f, wq = 0.f;
+        for (int k = lane32; k < K; k += 32) {
+          const float kk = expf(float(LAMD[int64_t(m) * K + k] - LAMD[int64_t(j) * K + k])) * KV[j * K + k];
+          wk += kk * KV[m * K + k];
+          wq += kk * QV[t * K + k];
+        }
+        wk = warp_sum(wk);
+        wq = warp_sum(wq);
+        if (lane32 == 0) {
+          W[(t * 2) * NM + j] = wk;
+          W[(t * 2 + 1) * NM + j] = wq;
+        }
+      }
+    if (old_terms) {
+      __syncthreads();  // UA and the scaled keys stored
+      for (int t = 0; t < T; ++t)
+        for (int j = warp; j < n_old; j += nwarps) {
+          float wk = 0.f, wq = 0.f;
+          for (int k = lane32; k < K; k += 32) {
+            const float kj = KV[j * K + k];
+            wk += kj * UA[t * K + k];
+            wq += kj * UA[(T + t) * K + k];
+          }
+          wk = warp_sum(wk);
+          wq = warp_sum(wq);
+          if (lane32 == 0) {
+            W[(t * 2) * NM + j] = wk;
+            W[(t * 2 + 1) * NM + j] = wq;
+          }
+        }
     }
   }
   __syncthreads();
@@ -402,7 +439,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       if (t < T) v = u == 0 ? (KDA ? UK[t * KM + kk] : KV[(n_old + t) * KM + kk]) : (KDA ? UQ[t * KM + kk] : QV[t * KM + kk]);
       UB[(u * 8 + t) * KP + kk] = v;
     }
-    if (tid < T) POS[tid] = ring_pos(p.append_start, tid, R);
+    if (tid < T) POS[tid] = rpos(p.append_start, tid);
     __syncthreads();
     const int g = lane32 >> 2, t4 = lane32 & 3, qb = lane32 & ~3;
     const int ntiles = RB / 16;
