@@ -429,7 +429,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
   } else {
     const bool mma = qf == QF_NONE && replay_mma_fits(a.st, int64_t(dtype_size(sd)), a.T, d);
     auto smem_of = [&](const ReplayTile& t) {
-      return replay_layout(kda, int(d.K), a.T, int(d.L), t.nh, t.nh * t.vt).bytes + (mma ? replay_mma_extra_bytes() : 0);
+      return replay_layout(kda, int(d.K), a.T, int(d.L), t.nh, t.nh * t.vt, mma).bytes + (mma ? replay_mma_extra_bytes() : 0);
     };
     // tensor-core tiles: value-head rows in multiples of 16 (rows per pass 16)
     const ReplayTile tile = replay_tile(d.family, d.B, d.H, G, d.V, mma ? REPLAY_THREADS / 16 : a.lpr, sm_count(), smem_of);

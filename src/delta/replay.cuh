@@ -42,7 +42,9 @@ struct ReplayLayout {
   int64_t kv, qv, uk, uq, e0v, ua, w, dt, gs, beta, eu, kq, cf, e0;  // float offsets (after doubles)
   int64_t float_base, bytes;
 };
-__host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, int L, int nh, int rb) {
+// mma (the tensor-core stream): d rows of the old records only (the window's
+// d stay in registers), KDA's UA in the stream's B-operand region.
+__host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, int L, int nh, int rb, bool mma = false) {
   ReplayLayout l{};
   const int64_t NM = int64_t(L) + T;
   l.lamd = 0;
@@ -54,9 +56,9 @@ __host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, in
   l.uk = o; o += kda ? align4(int64_t(T) * K) : 0;
   l.uq = o; o += kda ? align4(int64_t(T) * K) : 0;
   l.e0v = o; o += kda ? align4(K) : 0;
-  l.ua = o; o += kda ? align4(2 * int64_t(T) * K) : 0;
+  l.ua = o; o += kda && !mma ? align4(2 * int64_t(T) * K) : 0;
   l.w = o; o += align4(int64_t(nh) * T * 2 * NM);
-  l.dt = o; o += align4(NM * rb);
+  l.dt = o; o += align4((mma ? int64_t(L) : NM) * rb);
   l.gs = o; o += align4(int64_t(nh) * NM);
   l.beta = o; o += align4(int64_t(nh) * T);
   l.eu = o; o += align4(int64_t(nh) * T);
@@ -67,15 +69,16 @@ __host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, in
   return l;
 }
 
-// The tensor-core stream's shared memory after replay_layout: the window's
-// û_k, û_q of 8 tokens (rows padded to KP floats: conflict-free fragment
-// loads), the window's ring positions and one 4 KiB stage per warp (a unit
-// of 16 rows × 256 bytes: half a tile of fp32 rows, a whole tile of 16-bit
-// rows).
+// The tensor-core stream's shared memory after replay_layout: the B
+// operands û_k, û_q of 8 tokens already split, one uint4 {hi_c, hi_c+1,
+// lo_c, lo_c+1} per column pair (rows of UBP = 65 units: the fragment loads
+// of a quarter warp hit 8 distinct 16-byte bank groups), the window's ring
+// positions and one 4 KiB stage per warp (a unit of 16 rows × 256 bytes:
+// half a tile of fp32 rows, a whole tile of 16-bit rows).
 inline constexpr int REPLAY_MMA_K = 128;  // the one key dimension of the tensor-core stream
-inline constexpr int REPLAY_MMA_KP = REPLAY_MMA_K + 8;
+inline constexpr int REPLAY_MMA_UBP = REPLAY_MMA_K / 2 + 1;
+inline constexpr int REPLAY_MMA_UB_BYTES = 2 * 8 * REPLAY_MMA_UBP * 16 + 8 * 4;  // B operands + ring positions
 inline constexpr int REPLAY_MMA_STAGE = 16 * 256;  // bytes per warp
-inline constexpr int REPLAY_MMA_UB_BYTES = 4 * (2 * 8 * REPLAY_MMA_KP + 8);  // B operands + ring positions
 __host__ __device__ constexpr int64_t replay_mma_extra_bytes() {
   return REPLAY_MMA_UB_BYTES + int64_t(REPLAY_THREADS / 32) * REPLAY_MMA_STAGE;
 }
@@ -178,7 +181,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   }
   // Tensor-core stream: each warp's first unit of state rows is in flight
   // (cp.async into its stage) while the records are prepared.
-  const ReplayLayout lay = replay_layout(KDA, K, T, rg.L, a.nh, RBM);
+  const ReplayLayout lay = replay_layout(KDA, K, T, rg.L, a.nh, RBM, MMA);
   char* const stg = reinterpret_cast<char*>(smem4) + lay.bytes + REPLAY_MMA_UB_BYTES + warp * REPLAY_MMA_STAGE;
   // Unit (tile, hf): 16 rows × 16 chunks of 16 bytes (fp32: columns 64·hf …
   // 64·hf + 63; 16-bit: the whole row). Chunk q of row r lands at chunk
@@ -354,7 +357,8 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     // the second factor the fold vector of a flush, so (T + n_old)·K
     // exponentials instead of T·n_old·K. Window records (j >= n_old) keep
     // the direct form.
-    float* UA = sm + lay.ua;  // [2][T][K] e^{Λ_m − Λ_r} ⊙ k̂_m, e^{Λ_m − Λ_r} ⊙ q̂_t
+    // [2][T][K] e^{Λ_m − Λ_r} ⊙ k̂_m, e^{Λ_m − Λ_r} ⊙ q̂_t (MMA: in the B-operand region, filled later)
+    float* UA = MMA ? reinterpret_cast<float*>(reinterpret_cast<char*>(smem4) + lay.bytes) : sm + lay.ua;
     const bool old_terms = j_lo < n_old;
     if (n_old > 0) {
       for (int x = tid; x < n_old * K; x += blockDim.x) {
@@ -429,15 +433,22 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     // Σ_j (c_j d_j) k̂_j with the sum as tensor-core products (split hi + lo;
     // the CUDA-core and T = 1 kernels fold sequentially: equal to rounding),
     // stores them and reads them out as stored.
-    constexpr int KM = REPLAY_MMA_K, KP = REPLAY_MMA_KP;
+    constexpr int KM = REPLAY_MMA_K, UBP = REPLAY_MMA_UBP;
     constexpr bool SPLIT_A = SD == DType::f32;
-    float* UB = reinterpret_cast<float*>(reinterpret_cast<char*>(smem4) + lay.bytes);  // [2][8][KP]
-    int* POS = reinterpret_cast<int*>(UB + 2 * 8 * KP);                               // [8] ring positions
-    for (int x = tid; x < 2 * 8 * KM; x += blockDim.x) {
-      const int u = x / (8 * KM), t = (x / KM) % 8, kk = x % KM;
-      float v = 0.f;
-      if (t < T) v = u == 0 ? (KDA ? UK[t * KM + kk] : KV[(n_old + t) * KM + kk]) : (KDA ? UQ[t * KM + kk] : QV[t * KM + kk]);
-      UB[(u * 8 + t) * KP + kk] = v;
+    uint4* UB = reinterpret_cast<uint4*>(reinterpret_cast<char*>(smem4) + lay.bytes);  // [2][8][UBP]
+    int* POS = reinterpret_cast<int*>(UB + 2 * 8 * UBP);                              // [8] ring positions
+    for (int x = tid; x < 2 * 8 * (KM / 2); x += blockDim.x) {
+      const int u = x / (8 * (KM / 2)), t = (x / (KM / 2)) % 8, kk = 2 * (x % (KM / 2));
+      float v[2] = {0.f, 0.f};
+      if (t < T)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          v[e] = u == 0 ? (KDA ? UK[t * KM + kk + e] : KV[(n_old + t) * KM + kk + e])
+                        : (KDA ? UQ[t * KM + kk + e] : QV[t * KM + kk + e]);
+      uint4 q;
+      tf32_split<true>(v[0], q.x, q.z);
+      tf32_split<true>(v[1], q.y, q.w);
+      UB[(u * 8 + t) * UBP + kk / 2] = q;
     }
     if (tid < T) POS[tid] = rpos(p.append_start, tid);
     __syncthreads();
@@ -527,12 +538,11 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
             uint32_t ah[4], al[4];
 #pragma unroll
             for (int i = 0; i < 4; ++i) tf32_split<SPLIT_A>(a4[i], ah[i], al[i]);
-            const float* ub = UB + g * KP + col0 + 16 * c + 2 * s2;  // token g, k-columns of t4
+            const uint4* ub = UB + g * UBP + (col0 + 16 * c + 2 * s2) / 2;  // token g, k-columns of t4
 #pragma unroll
             for (int u = 0; u < 2; ++u) {
-              uint32_t b0h, b0l, b1h, b1l;
-              tf32_split<true>(ub[u * 8 * KP], b0h, b0l);
-              tf32_split<true>(ub[u * 8 * KP + 1], b1h, b1l);
+              const uint4 q = ub[u * 8 * UBP];
+              const uint32_t b0h = q.x, b1h = q.y, b0l = q.z, b1l = q.w;
               float (&acc)[4] = u == 0 ? ak : aq;
               mma_tf32x3<SPLIT_A>(acc, ah, al, b0h, b1h, b0l, b1l);
             }
