@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gpu_util.h"
@@ -337,6 +338,23 @@ TEST(DualDeltaGpu, DecodeStepsMatchCpuAndCheckpointIndependentOfFormat) {
       EXPECT_TRUE(r.records == base.records) << "records differ from the bf16-copy run";
     }
     ++seed;
+  }
+}
+
+// Rings longer than the fold's triangular chunk (16 records): the GPU fold
+// runs chunk after chunk (L = 20: 16 + 4, L = 37: 16 + 16 + 5), T = 1 and a
+// speculative T = 3, against the cpu backend's sequential fold.
+TEST(DualDeltaGpu, LongRingsFoldInChunks) {
+  RSSM_SKIP_WITHOUT_GPU();
+  uint32_t seed = 700;
+  for (const Cfg& c : {Cfg{DeltaFamily::gdn, 16, 32, 128, 128}, Cfg{DeltaFamily::kda, 3, 3, 64, 24, DType::f32, DType::f32},
+                       Cfg{DeltaFamily::gdn, 2, 6, 96, 40, DType::bf16}}) {
+    for (const auto& [L, T, steps] : {std::tuple<int64_t, int64_t, int>{20, 1, 45}, {37, 3, 40}}) {
+      SCOPED_TRACE(name(c) + " L" + std::to_string(L) + " T" + std::to_string(T));
+      const RunResult r = run(c, ReadFormat::fp8_e4m3, L, T, steps, seed++);
+      if (::testing::Test::HasFailure()) return;
+      EXPECT_GT(r.flushes, 0);
+    }
   }
 }
 
