@@ -15,6 +15,7 @@
 #include "delta/params.h"
 #include "delta/decode1.cuh"
 #include "delta/dual_fold.cuh"
+#include "delta/dual_fold_mma.cuh"
 #include "delta/recurrent.cuh"
 #include "delta/replay.cuh"
 #include "delta/replay1.cuh"
@@ -206,6 +207,7 @@ template <DType SD, bool KDA> struct Replay1Op { static void run(const ReplayArg
 template <DType SD, bool KDA> struct Replay1BulkOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay1_bulk<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct FoldOp { static void run(const FoldArgs& a, const Launch& l) { launch_fold<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct DualFoldOp { static void run(const DualArgs& a, const Launch& l) { launch_dual_fold<SD, KDA>(a, l); } };
+template <DType SD, bool KDA> struct DualFoldMmaOp { static void run(const DualArgs& a, const Launch& l) { launch_dual_fold_mma<SD, KDA>(a, l); } };
 
 void launch_cursor(const CursorArgs& a, const Exec& exec) {
   const int threads = 128;
@@ -505,14 +507,23 @@ void run_dual_fold(const char* fn, int op, const DeltaPool& pool, const QuantLay
   a.V = int(d.V);
   a.lpr = lanes_per_row(d.K);
   a.status = exec.device_status;
-  const size_t smem = dual_fold_smem(fn, pool, d);
+  size_t smem = dual_fold_smem(fn, pool, d);
+  // Tensor cores when the rows fit their fragments (K = 128, 16-row tiles,
+  // aligned 4-element groups) and two blocks per SM keep their shared memory.
+  const int L = pool.ring_d.defined() ? int(d.L) : 0;
+  const size_t mma_smem = size_t(dual_fold_mma_layout(is_kda(d), int(d.V), L).bytes);
+  const int64_t vec = 16 / int64_t(dtype_size(pool.state.dtype));
+  const bool mma = d.K == FOLD_MMA_K && d.V % 16 == 0 && reinterpret_cast<uintptr_t>(a.st.p) % 16 == 0 &&
+                   a.st.s0 % vec == 0 && a.st.s1 % vec == 0 && a.st.s2 % vec == 0 && mma_smem <= DUAL_FOLD_MMA_SMEM_CAP;
+  if (mma) smem = mma_smem;
   // Heads per block: few blocks for the rows that do not flush (they only
   // read a cursor), yet many resident blocks per SM when every row flushes
   // (the fold is a dependent chain per state row: it needs warps in flight).
   const int64_t want = 32 * int64_t(sm_count());
   a.hpb = int(std::clamp<int64_t>(d.HV * n / std::max<int64_t>(want, 1), 1, d.HV));
   const Launch l = launch_of(unsigned((d.HV + a.hpb - 1) / a.hpb), unsigned(n), 1, DUAL_THREADS, smem, exec);
-  dispatch<DualFoldOp>(pool.state.dtype, is_kda(d), a, l);
+  if (mma) dispatch<DualFoldMmaOp>(pool.state.dtype, is_kda(d), a, l);
+  else dispatch<DualFoldOp>(pool.state.dtype, is_kda(d), a, l);
   cuda_util::check_launch(fn);
 }
 

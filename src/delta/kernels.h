@@ -29,5 +29,6 @@ template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& 
 template <int QF, bool KDA> void launch_replay_quant(const ReplayArgs& a, const Launch& l);
 template <int QF, bool KDA> void launch_replay1_quant(const ReplayArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_dual_fold(const DualArgs& a, const Launch& l);
+template <DType SD, bool KDA> void launch_dual_fold_mma(const DualArgs& a, const Launch& l);  // dual_fold_mma_kernels.cu
 
 }  // namespace replayssm::delta::cuda_impl

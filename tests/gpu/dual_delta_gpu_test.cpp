@@ -342,14 +342,17 @@ TEST(DualDeltaGpu, DecodeStepsMatchCpuAndCheckpointIndependentOfFormat) {
 }
 
 // Rings longer than the fold's triangular chunk (16 records): the GPU fold
-// runs chunk after chunk (L = 20: 16 + 4, L = 37: 16 + 16 + 5), T = 1 and a
-// speculative T = 3, against the cpu backend's sequential fold.
+// runs chunk after chunk, on tensor cores at K = 128 while its shared memory
+// allows two blocks per SM (L = 18: 16 + 2), on CUDA cores otherwise (K = 96,
+// K = 64, and L = 37), T = 1 and a speculative T = 3, against the cpu
+// backend's sequential fold.
 TEST(DualDeltaGpu, LongRingsFoldInChunks) {
   RSSM_SKIP_WITHOUT_GPU();
   uint32_t seed = 700;
-  for (const Cfg& c : {Cfg{DeltaFamily::gdn, 16, 32, 128, 128}, Cfg{DeltaFamily::kda, 3, 3, 64, 24, DType::f32, DType::f32},
+  for (const Cfg& c : {Cfg{DeltaFamily::gdn, 16, 32, 128, 128}, Cfg{DeltaFamily::kda, 4, 4, 128, 128, DType::f32, DType::f32},
+                       Cfg{DeltaFamily::kda, 3, 3, 64, 24, DType::f32, DType::f32},
                        Cfg{DeltaFamily::gdn, 2, 6, 96, 40, DType::bf16}}) {
-    for (const auto& [L, T, steps] : {std::tuple<int64_t, int64_t, int>{20, 1, 45}, {37, 3, 40}}) {
+    for (const auto& [L, T, steps] : {std::tuple<int64_t, int64_t, int>{18, 1, 40}, {37, 3, 40}}) {
       SCOPED_TRACE(name(c) + " L" + std::to_string(L) + " T" + std::to_string(T));
       const RunResult r = run(c, ReadFormat::fp8_e4m3, L, T, steps, seed++);
       if (::testing::Test::HasFailure()) return;

@@ -1,0 +1,304 @@
+// The dual fold (dual_fold.cuh) on tensor cores, for K = 128, V % 16 == 0
+// and state rows whose 4-element groups are aligned (delta_launch.cu::
+// dual_fold_mma_fits); same grid, same plan, same pack.
+//
+// The committed records are taken in chunks of FOLD_CH = 16 (Λ summed from
+// the chunk's start c0, all exponents ≤ 0 for decaying gates). Per chunk and
+// state row v, the sequential recurrence of dual_fold.cuh is its triangular
+// form (design §3):
+//   P_j = S_{c0}[v]·(e^{Λ_j} ⊙ k̂_j),
+//   M_{j,i} = (e^{Λ_j − Λ_i} ⊙ k̂_i)·k̂_j   (i < j, per block, shared by the rows),
+//   d_j = β_j (v_j[v] − P_j − Σ_{i<j} M_{j,i} d_i), rounded to ring_d's dtype,
+//   S_{c1}[v] = e^{Λ_{c1−1}} ⊙ S_{c0}[v] + Σ_j d_j (e^{Λ_{c1−1} − Λ_j} ⊙ k̂_j),
+// equal to the sequential form up to rounding. A warp owns tiles of 16 rows
+// (rows g, g + 8 of lane (g, t4) in registers, columns 16c + 4·t4 + e, as
+// the speculative stream of replay.cuh); P = S·Wᵀ and the fold D·F are
+// m16n8k8 tf32 products with both operands split hi + lo (3xTF32), the
+// 16 × 16 solve runs across each quad by shuffles (record j finished by lane
+// (j mod 8) / 2, broadcast to the quad), and the fold's accumulators are
+// the rows' own registers (the B operand's column n of column group c is
+// 16c + 4·(n >> 1) + 2·nt + (n & 1)).
+#pragma once
+#include "delta/dual_fold.cuh"
+
+namespace replayssm::delta::cuda_impl {
+
+inline constexpr int FOLD_MMA_K = 128;
+inline constexpr int FOLD_CH = 16;                   // records per chunk: two 8-record n-tiles / k-steps
+inline constexpr int FOLD_WBP = FOLD_MMA_K / 2 + 1;  // 16-byte units per W row (odd: conflict-free fragment loads)
+inline constexpr int FOLD_FBS = 12;                  // 16-byte units per F column (8 used; 12 ≡ 4 mod 8: conflict-free)
+// Shared memory of one block for two resident blocks per SM (L = 16: 66 KiB
+// for KDA; longer rings take the CUDA-core fold).
+inline constexpr int64_t DUAL_FOLD_MMA_SMEM_CAP = 113 * 1024;
+
+// Shared memory of the tensor-core fold, byte offsets: the B operands
+// already split, W as [chunk][record][column pair] units {hi_2p, hi_2p+1,
+// lo_2p, lo_2p+1}, F as [chunk][column][k-step·4 + t4] units {hi_r, hi_r+4,
+// lo_r, lo_r+4} (r = 8·k-step + t4); then k̂, g, E, M, β, v as floats.
+struct FoldMmaLayout {
+  int64_t wb, fb, kh, g, e, m, bt, vj, bytes;
+};
+__host__ __device__ inline FoldMmaLayout dual_fold_mma_layout(bool kda, int V, int L) {
+  FoldMmaLayout l{};
+  const int64_t nch = (L + FOLD_CH - 1) / FOLD_CH, K = FOLD_MMA_K;
+  int64_t o = 0;
+  l.wb = o; o += nch * FOLD_CH * FOLD_WBP * 16;
+  l.fb = o; o += nch * K * FOLD_FBS * 16;
+  l.kh = o; o += align4(int64_t(L) * K) * 4;
+  l.g = o; o += (kda ? align4(int64_t(L) * K) : align4(L)) * 4;
+  l.e = o; o += nch * K * 4;
+  l.m = o; o += align4(int64_t(L) * FOLD_CH) * 4;
+  l.bt = o; o += align4(L) * 4;
+  l.vj = o; o += align4(int64_t(L) * V) * 4;
+  l.bytes = o;
+  return l;
+}
+
+template <DType SD, bool KDA>
+__global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(DualArgs a) {
+  using cuda_util::ld4;
+  using cuda_util::mma_tf32x3;
+  using cuda_util::st4;
+  using cuda_util::tf32_split;
+  using TS = typename Traits<SD>::type;
+  constexpr int K = FOLD_MMA_K;
+  extern __shared__ float4 smem4[];
+  char* const smc = reinterpret_cast<char*>(smem4);
+  const Rings& rg = a.rings;
+  const int V = a.V;
+  const int b = blockIdx.y;
+  const int hv_lo = blockIdx.x * a.hpb, hv_hi = min(a.HV, hv_lo + a.hpb);
+  const int tid = threadIdx.x, nthr = blockDim.x, warp = tid / 32, lane32 = tid % 32, nwarps = nthr / 32;
+  const bool mat = a.op == DUAL_MATERIALIZE;
+  const bool pack = a.op == DUAL_STEP || a.op == DUAL_FLUSH || a.op == DUAL_PACK;
+  FoldPlan fp;
+  if (!dual_fold_plan(a, b, hv_lo, hv_hi, fp)) return;
+  const int64_t s = fp.s;
+  const int start = fp.start, count = fp.count;
+  const int L = rg.cur ? rg.L : 0;
+  const FoldMmaLayout fl = dual_fold_mma_layout(KDA, V, L);
+  uint32_t* const WB = reinterpret_cast<uint32_t*>(smc + fl.wb);
+  uint32_t* const FB = reinterpret_cast<uint32_t*>(smc + fl.fb);
+  float* const KH = reinterpret_cast<float*>(smc + fl.kh);  // [L][K] k̂_j
+  float* const GJ = reinterpret_cast<float*>(smc + fl.g);   // g_j: KDA [L][K], GDN [L]
+  float* const E = reinterpret_cast<float*>(smc + fl.e);    // [chunk][K] e^{Λ_{c1−1}}
+  float* const M = reinterpret_cast<float*>(smc + fl.m);    // [L][FOLD_CH] M_{j, i − c0}
+  float* const BT = reinterpret_cast<float*>(smc + fl.bt);  // [L] β_j
+  float* const VJ = reinterpret_cast<float*>(smc + fl.vj);  // [L][V] v_j
+  const int nch = (count + FOLD_CH - 1) / FOLD_CH;
+  const int g = lane32 >> 2, t4 = lane32 & 3, qb = lane32 & ~3;
+  const int ntiles = V / 16;
+
+  for (int hv = hv_lo; hv < hv_hi; ++hv) {  // uniform over the block
+    const int kh = hv / a.G;
+    TS* const tile = static_cast<TS*>(a.st.p) + s * a.st.s0 + int64_t(hv) * a.st.s1;
+    if (count > 0 || mat) {
+      float f[2][32];  // rows g, g + 8 of the warp's tile: [h][4c + e] = column 16c + 4·t4 + e
+      auto load_tile = [&](int tl) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const TS* rp = tile + int64_t(16 * tl + g + 8 * h) * a.st.s2 + 4 * t4;
+#pragma unroll
+          for (int c = 0; c < 8; ++c) ld4<SD>(reinterpret_cast<const char*>(rp + 16 * c), f[h] + 4 * c);
+        }
+      };
+      if (warp < ntiles) load_tile(warp);  // in flight during the preparation
+      if (count > 0) {
+#pragma unroll 4
+        for (int x = tid; x < count * K; x += nthr) {
+          const int j = x / K, i = x % K;
+          const int64_t pos = ring_pos(start, j, rg.R);
+          KH[x] = load_any(rg.k, rg.k_dt, s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2 + i) *
+                  rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2];
+          if (KDA) GJ[x] = rg.g[s * rg.g0 + pos * rg.g1 + int64_t(hv) * rg.g2 + i];
+        }
+        for (int j = tid; j < count; j += nthr) {
+          const int64_t pos = ring_pos(start, j, rg.R);
+          BT[j] = static_cast<const float*>(a.ring_beta.p)[s * a.ring_beta.s0 + pos * a.ring_beta.s1 +
+                                                           int64_t(hv) * a.ring_beta.s2];
+          if (!KDA) GJ[j] = rg.g[s * rg.g0 + pos * rg.g1 + int64_t(hv) * rg.g2];
+        }
+#pragma unroll 4
+        for (int x = tid; x < count * V; x += nthr) {
+          const int j = x / V, v = x - j * V;
+          const int64_t pos = ring_pos(start, j, rg.R);
+          VJ[x] = load_any(a.ring_v.p, a.ring_v.dt, s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + v);
+        }
+        __syncthreads();
+        // W, F (split, in their fragment layouts; records past the chunk's
+        // end zero) and E, a thread per channel k.
+        for (int k = tid; k < K; k += nthr)
+          for (int c = 0; c < nch; ++c) {
+            const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
+            float lam = 0.f;
+            for (int jj = 0; jj < FOLD_CH; ++jj) {
+              float w = 0.f;
+              if (jj < n) {
+                lam += KDA ? GJ[(c0 + jj) * K + k] : GJ[c0 + jj];
+                w = expf(lam) * KH[(c0 + jj) * K + k];
+              }
+              uint32_t hi, lo;
+              tf32_split<true>(w, hi, lo);
+              uint32_t* u = WB + ((int64_t(c) * FOLD_CH + jj) * FOLD_WBP + k / 2) * 4;
+              u[k & 1] = hi;
+              u[2 + (k & 1)] = lo;
+            }
+            E[c * K + k] = expf(lam);
+            float suf = 0.f;
+            for (int jj = FOLD_CH - 1; jj >= 0; --jj) {
+              float fv = 0.f;
+              if (jj < n) {
+                fv = expf(suf) * KH[(c0 + jj) * K + k];
+                suf += KDA ? GJ[(c0 + jj) * K + k] : GJ[c0 + jj];
+              }
+              uint32_t hi, lo;
+              tf32_split<true>(fv, hi, lo);
+              const int r = jj & 7;
+              uint32_t* u = FB + ((int64_t(c) * K + k) * FOLD_FBS + (jj >> 3) * 4 + (r & 3)) * 4;
+              u[r >> 2] = hi;
+              u[2 + (r >> 2)] = lo;
+            }
+          }
+        // M: a warp per (chunk, i), lanes over the channels, j running up.
+        for (int c = 0; c < nch; ++c) {
+          const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
+          for (int i = warp; i < n; i += nwarps) {
+            float lam[K / 32] = {0.f, 0.f, 0.f, 0.f}, glam = 0.f;
+            for (int j = i + 1; j < n; ++j) {
+              float part = 0.f;
+#pragma unroll
+              for (int r = 0; r < K / 32; ++r) {
+                const int ch = lane32 + 32 * r;
+                float kk = KH[(c0 + i) * K + ch] * KH[(c0 + j) * K + ch];
+                if (KDA) {
+                  lam[r] += GJ[(c0 + j) * K + ch];
+                  kk *= expf(lam[r]);
+                }
+                part += kk;
+              }
+              part = warp_sum(part);
+              if (!KDA) {
+                glam += GJ[c0 + j];
+                part *= expf(glam);
+              }
+              if (lane32 == 0) M[(c0 + j) * FOLD_CH + i] = part;
+            }
+          }
+        }
+        __syncthreads();
+      }
+      for (int tl = warp; tl < ntiles; tl += nwarps) {
+        if (tl != warp) load_tile(tl);
+        const int r0 = 16 * tl;
+        for (int c = 0; c < nch; ++c) {
+          const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
+          // P = S·Wᵀ: acc[nt][2h + i] = P(row g + 8h, record c0 + 8·nt + 2·t4 + i)
+          float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+          const uint4* wb = reinterpret_cast<const uint4*>(WB) + int64_t(c) * FOLD_CH * FOLD_WBP;
+#pragma unroll
+          for (int cc = 0; cc < 8; ++cc)
+#pragma unroll
+            for (int s2 = 0; s2 < 2; ++s2) {
+              const float a4[4] = {f[0][4 * cc + 2 * s2], f[1][4 * cc + 2 * s2], f[0][4 * cc + 2 * s2 + 1],
+                                   f[1][4 * cc + 2 * s2 + 1]};
+              uint32_t ah[4], al[4];
+#pragma unroll
+              for (int i = 0; i < 4; ++i) tf32_split<true>(a4[i], ah[i], al[i]);
+#pragma unroll
+              for (int nt = 0; nt < 2; ++nt) {
+                const uint4 q = wb[(8 * nt + g) * FOLD_WBP + 8 * cc + 2 * t4 + s2];
+                mma_tf32x3(acc[nt], ah, al, q.x, q.y, q.z, q.w);
+              }
+            }
+          // The solve across the quad; da: the fold's A fragments (rows g,
+          // g + 8 × records 8·ks + t4, 8·ks + t4 + 4).
+          float da[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+          for (int jj = 0; jj < FOLD_CH; ++jj) {
+            if (jj >= n) break;
+            const int nt = jj >> 3, own = (jj & 7) >> 1, io = jj & 1;
+            const float be = BT[c0 + jj];
+            float d[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const float vj = VJ[(c0 + jj) * V + r0 + g + 8 * h];
+              d[h] = __shfl_sync(0xffffffffu, round_to(rg.d_dt, be * (vj - acc[nt][2 * h + io])), qb + own);
+            }
+#pragma unroll
+            for (int nt2 = 0; nt2 < 2; ++nt2)
+#pragma unroll
+              for (int i = 0; i < 2; ++i) {
+                const int rec = 8 * nt2 + 2 * t4 + i;
+                if (rec > jj && rec < n) {
+                  const float mji = M[(c0 + rec) * FOLD_CH + jj];
+                  acc[nt2][i] = fmaf(mji, d[0], acc[nt2][i]);
+                  acc[nt2][2 + i] = fmaf(mji, d[1], acc[nt2][2 + i]);
+                }
+              }
+            const int ks = jj >> 3;
+            if ((jj & 7) == t4) da[ks][0] = d[0], da[ks][1] = d[1];
+            if ((jj & 7) == t4 + 4) da[ks][2] = d[0], da[ks][3] = d[1];
+          }
+          // S ← E ⊙ S + D·F
+          const float* ec = E + c * K + 4 * t4;
+#pragma unroll
+          for (int cc = 0; cc < 8; ++cc) {
+            const float4 e4 = *reinterpret_cast<const float4*>(ec + 16 * cc);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              f[h][4 * cc] *= e4.x;
+              f[h][4 * cc + 1] *= e4.y;
+              f[h][4 * cc + 2] *= e4.z;
+              f[h][4 * cc + 3] *= e4.w;
+            }
+          }
+          uint32_t dh[2][4], dl[2][4];
+#pragma unroll
+          for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) tf32_split<true>(da[ks][i], dh[ks][i], dl[ks][i]);
+          const uint4* fb = reinterpret_cast<const uint4*>(FB) + int64_t(c) * K * FOLD_FBS;
+          const int nks = n > 8 ? 2 : 1;
+#pragma unroll
+          for (int cc = 0; cc < 8; ++cc)
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+              const int col = 16 * cc + 4 * (g >> 1) + 2 * nt + (g & 1);
+              float acc2[4] = {f[0][4 * cc + 2 * nt], f[0][4 * cc + 2 * nt + 1], f[1][4 * cc + 2 * nt],
+                               f[1][4 * cc + 2 * nt + 1]};
+#pragma unroll
+              for (int ks = 0; ks < 2; ++ks) {
+                if (ks >= nks) break;
+                const uint4 q = fb[col * FOLD_FBS + ks * 4 + t4];
+                mma_tf32x3(acc2, dh[ks], dl[ks], q.x, q.y, q.z, q.w);
+              }
+              f[0][4 * cc + 2 * nt] = acc2[0], f[0][4 * cc + 2 * nt + 1] = acc2[1];
+              f[1][4 * cc + 2 * nt] = acc2[2], f[1][4 * cc + 2 * nt + 1] = acc2[3];
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = r0 + g + 8 * h;
+          if (mat) {
+#pragma unroll
+            for (int cc = 0; cc < 8; ++cc)
+#pragma unroll
+              for (int e = 0; e < 4; ++e)
+                dual_store_out(a.out, a.out_dt, int64_t(b) * a.o0 + int64_t(hv) * a.o1 + int64_t(r) * a.o2 + 16 * cc + 4 * t4 + e,
+                               f[h][4 * cc + e]);
+          } else {
+            TS* const rp = tile + int64_t(r) * a.st.s2 + 4 * t4;
+#pragma unroll
+            for (int cc = 0; cc < 8; ++cc) st4<SD>(rp + 16 * cc, f[h] + 4 * cc);
+          }
+        }
+      }
+    }
+    __syncthreads();  // the head's checkpoint rows are visible to the block; records free
+    if (pack)
+      quant::dev::pack_tile_block_any<SD>(tile, a.st.s2, a.copy.p + s * a.copy.s0 + int64_t(hv) * a.copy.s1,
+                                          a.geom);
+  }
+}
+
+}  // namespace replayssm::delta::cuda_impl

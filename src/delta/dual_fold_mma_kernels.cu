@@ -1,0 +1,21 @@
+// Dual pools: the high-precision fold and repack on tensor cores
+// (dual_fold_mma.cuh), every checkpoint dtype and both families.
+#include "delta/dual_fold_mma.cuh"
+#include "delta/kernels.h"
+
+namespace replayssm::delta::cuda_impl {
+
+template <DType SD, bool KDA> void launch_dual_fold_mma(const DualArgs& a, const Launch& l) {
+  auto k = delta_dual_fold_mma_kernel<SD, KDA>;
+  if (l.smem > 48 * 1024) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem));
+  k<<<dim3(l.grid[0], l.grid[1], l.grid[2]), l.threads, l.smem, reinterpret_cast<cudaStream_t>(l.stream)>>>(a);
+}
+
+template void launch_dual_fold_mma<DType::f32, false>(const DualArgs&, const Launch&);
+template void launch_dual_fold_mma<DType::f32, true>(const DualArgs&, const Launch&);
+template void launch_dual_fold_mma<DType::bf16, false>(const DualArgs&, const Launch&);
+template void launch_dual_fold_mma<DType::bf16, true>(const DualArgs&, const Launch&);
+template void launch_dual_fold_mma<DType::f16, false>(const DualArgs&, const Launch&);
+template void launch_dual_fold_mma<DType::f16, true>(const DualArgs&, const Launch&);
+
+}  // namespace replayssm::delta::cuda_impl
