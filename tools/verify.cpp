@@ -20,9 +20,8 @@
 //            cursors are bit-identical
 //   mat      materialise (whenever nothing is pending) equals the standard
 //            state and writes nothing
-// Then, on the reference and cpu backends, the dual-precision invariants of
-// tools/verify_dual.cpp (one extra line per family; skipped with a note on
-// cuda, which has no dual pools).
+// Then, on every backend, the dual-precision invariants of
+// tools/verify_dual.cpp (one extra line per family).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -480,7 +479,7 @@ bool verify_dual_family(Family f, const Options& o) {
     shape = shape_str(list[0]);
     if (L == 0) L = list[0].L;
     const uint64_t seed = o.seed * 1000003u + 104729u + uint64_t(f);
-    auto fc = make_case(list[0], o.act, Device::cpu, seed);
+    auto fc = make_case(list[0], o.act, o.backend == Backend::cuda ? Device::cuda : Device::cpu, seed);
     r = verify_dual(*fc, o.backend, o.state, o.act, L, o.steps, seed);
   } catch (const std::exception& e) {
     r.failure_count = 1;
@@ -511,11 +510,11 @@ const char* VERIFY_USAGE =
     "shapes of §6 (3 rows + 1 pad row, random ring starts, plain and speculative\n"
     "steps with random acceptances) against the standard recurrence computed by\n"
     "the reference backend. Prints one PASS/FAIL line per family; exits 1 on any\n"
-    "failure. On the reference and cpu backends a second line per family checks\n"
+    "failure. A second line per family checks\n"
     "dual-precision pools (one per read format bf16, f16, fp8, nvfp4, same\n"
     "schedule, headline shape at TP = 8): checkpoints identical across formats,\n"
     "non-flushing steps leave checkpoint and read copy unchanged, the copy equals\n"
-    "quant_pack of the checkpoint. The cuda backend skips them with a note.\n"
+    "quant_pack of the checkpoint (cuda: pools on the device, fetched per check).\n"
     "\n"
     "  --backend   backend under test (default cpu)\n"
     "  --family    family to check (default all)\n"
@@ -607,11 +606,8 @@ int verify_main(int argc, char** argv) {
                 (long long)o.steps, (long long)(o.L ? o.L : 16), agg.out, agg.ckpt, agg.mat, agg.prefill, tol,
                 (long long)agg.flushes, (long long)agg.spec_steps, now_seconds() - t0);
     std::fflush(stdout);
-    if (o.dual && o.backend != Backend::cuda) all_ok = verify_dual_family(f, o) && all_ok;
+    if (o.dual) all_ok = verify_dual_family(f, o) && all_ok;
   }
-  if (o.dual && o.backend == Backend::cuda)
-    std::printf("note: dual-precision checks skipped on the cuda backend (dual pools and shared "
-                "decode run on the reference and cpu backends only; docs/dual_precision.md)\n");
   return all_ok ? 0 : 1;
 }
 

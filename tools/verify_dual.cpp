@@ -1,5 +1,6 @@
 // `replayssm verify`, dual-precision checks (docs/dual_precision.md, design
-// §4 and §5.5) on the CPU backends. One pool per read format (bf16, f16,
+// §4 and §5.5) on any backend (cuda: the pools live on the device and are
+// fetched for every check). One pool per read format (bf16, f16,
 // fp8, nvfp4), all given the same prompts and the same random schedule of
 // plain (T = 1, commit_all) and speculative steps (T ∈ {2, 5, 8}, random
 // accepted counts committed by the next step) on 3 live rows + 1 pad row of
@@ -37,6 +38,7 @@ class DualRunner {
   DualRunner(FamilyCase& fc, Backend backend, DType state, DType act, int64_t L, uint64_t seed)
       : fc_(fc), state_(state), act_(act), L_(L), T_max_(std::min<int64_t>(8, L)), rng_(seed) {
     ex_.backend = backend;
+    where_ = backend == Backend::cuda ? Device::cuda : Device::cpu;
     R_ = fc.ring_length(L_, T_max_);
     const std::vector<int64_t> in = fc.state_inner();
     heads_ = in[0];
@@ -60,10 +62,10 @@ class DualRunner {
   PoolArgs args(const DualPool& p) const {
     PoolArgs a;
     a.L = L_;
-    for (const Buf& b : p.t) a.t.push_back(b.host());
-    a.read_copy = p.copy.host();
+    for (const Buf& b : p.t) a.t.push_back(b.t());
+    a.read_copy = p.copy.t();
     a.read_format = p.format;
-    for (const Buf& b : p.dual) a.dual.push_back(b.host());
+    for (const Buf& b : p.dual) a.dual.push_back(b.t());
     return a;
   }
 
@@ -72,21 +74,37 @@ class DualRunner {
     for (const InputSpec& s : fc_.inputs()) {
       std::vector<int64_t> sh = lead;
       sh.insert(sh.end(), s.inner.begin(), s.inner.end());
-      in.emplace_back(s.dtype, sh);
+      in.emplace_back(s.dtype, sh, where_);
       std::normal_distribution<double> nd(s.a, s.b);
       std::uniform_real_distribution<double> ud(s.a, s.b);
       for (int64_t i = 0; i < in.back().numel(); ++i) in.back().set(i, s.normal ? nd(rng_) : ud(rng_));
+      in.back().upload();
     }
     return in;
   }
   static std::vector<Tensor> views(const std::vector<Buf>& v) {
     std::vector<Tensor> t;
-    for (const Buf& b : v) t.push_back(b.host());
+    for (const Buf& b : v) t.push_back(b.t());
     return t;
   }
   Buf make_out(std::vector<int64_t> lead) const {
     for (int64_t d : fc_.out_inner()) lead.push_back(d);
-    return Buf(act_, lead);
+    return Buf(act_, lead, where_);
+  }
+  // Pool buffers to the device after setup, back to the host before a check
+  // (no-ops on the host backends).
+  void upload_pools() const {
+    for (const DualPool& p : pools_) {
+      for (const Buf& b : p.t) b.upload();
+      p.copy.upload();
+      for (const Buf& b : p.dual) b.upload();
+    }
+  }
+  void download_pools() const {
+    for (const DualPool& p : pools_) {
+      for (const Buf& b : p.t) b.download();
+      p.copy.download();
+    }
   }
   static size_t row_bytes(const Buf& b) { return b.bytes() / size_t(SLOTS); }
   static std::vector<uint8_t> snapshot(const Buf& b) { return std::vector<uint8_t>(b.raw(), b.raw() + b.bytes()); }
@@ -96,7 +114,7 @@ class DualRunner {
     for (int64_t i = 0; i < SLOTS; ++i) perm[size_t(i)] = i;
     std::shuffle(perm.begin(), perm.end(), rng_);
     const int64_t pad_row = int64_t(rng_() % ROWS);
-    slot_ = Buf(DType::i32, {ROWS});
+    slot_ = Buf(DType::i32, {ROWS}, where_);
     for (int64_t b = 0, k = 0; b < ROWS; ++b) {
       slots_.push_back(b == pad_row ? PAD : perm[size_t(k++)]);
       slot_.set(b, double(slots_.back()));
@@ -108,22 +126,24 @@ class DualRunner {
       p.format = f;
       std::vector<int64_t> sh = {SLOTS};
       for (int64_t d : fc_.state_inner()) sh.push_back(d);
-      p.t.emplace_back(state_, sh);
+      p.t.emplace_back(state_, sh, where_);
       for (const RingSpec& r : fc_.rings()) {
         std::vector<int64_t> rs = {SLOTS, R_};
         rs.insert(rs.end(), r.inner.begin(), r.inner.end());
-        p.t.emplace_back(r.dtype, rs);
+        p.t.emplace_back(r.dtype, rs, where_);
       }
-      p.t.emplace_back(DType::i32, std::vector<int64_t>{SLOTS, CURSOR_FIELDS});
+      p.t.emplace_back(DType::i32, std::vector<int64_t>{SLOTS, CURSOR_FIELDS}, where_);
       for (int64_t s = 0; s < SLOTS; ++s) p.t.back().as<int32_t>()[s * CURSOR_FIELDS] = starts[size_t(s)];
-      p.copy = Buf(DType::u8, {SLOTS, heads_, fc_.tile_bytes(f)});
+      p.copy = Buf(DType::u8, {SLOTS, heads_, fc_.tile_bytes(f)}, where_);
       for (const RingSpec& r : fc_.dual_rings()) {
         std::vector<int64_t> rs = {SLOTS, R_};
         rs.insert(rs.end(), r.inner.begin(), r.inner.end());
-        p.dual.emplace_back(r.dtype, rs);
+        p.dual.emplace_back(r.dtype, rs, where_);
       }
       pools_.push_back(std::move(p));
     }
+    slot_.upload();
+    upload_pools();
     cursors_.assign(ROWS, RingCursor{0, 0, 0});
     for (int64_t b = 0; b < ROWS; ++b)
       if (slots_[size_t(b)] != PAD) cursors_[size_t(b)].start = starts[size_t(slots_[size_t(b)])];
@@ -132,13 +152,15 @@ class DualRunner {
   void prefill() {
     std::vector<int64_t> cu = {0};
     for (int64_t b = 0; b < ROWS; ++b) cu.push_back(cu.back() + 1 + int64_t(rng_() % 6));
-    Buf cu_t(DType::i32, {ROWS + 1});
+    Buf cu_t(DType::i32, {ROWS + 1}, where_);
     for (int64_t b = 0; b <= ROWS; ++b) cu_t.set(b, double(cu[size_t(b)]));
+    cu_t.upload();
     std::vector<Buf> in = make_inputs({cu.back()});
     for (DualPool& p : pools_) {
       Buf out = make_out({cu.back()});
-      fc_.prefill({views(in), out.host(), slot_.host(), PAD}, cu_t.host(), args(p), ex_);
+      fc_.prefill({views(in), out.t(), slot_.t(), PAD}, cu_t.t(), args(p), ex_);
     }
+    download_pools();
     check(-1, std::vector<bool>(ROWS, true), {}, {});
   }
 
@@ -160,14 +182,16 @@ class DualRunner {
       st_before.push_back(snapshot(p.t[0]));
       copy_before.push_back(snapshot(p.copy));
     }
-    Buf num_acc(DType::i32, {ROWS});
+    Buf num_acc(DType::i32, {ROWS}, where_);
     for (int64_t b = 0; b < ROWS; ++b) num_acc.set(b, double(prev_acc_.empty() ? 1 : prev_acc_[size_t(b)]));
-    const Tensor acc_t = prev_pending_ ? num_acc.host() : Tensor{};
+    num_acc.upload();
+    const Tensor acc_t = prev_pending_ ? num_acc.t() : Tensor{};
     std::vector<Buf> in = make_inputs({ROWS, T});
     for (DualPool& p : pools_) {
       Buf y = make_out({ROWS, T});
-      fc_.replay_step({views(in), y.host(), slot_.host(), PAD}, args(p), acc_t, commit_all, ex_);
+      fc_.replay_step({views(in), y.t(), slot_.t(), PAD}, args(p), acc_t, commit_all, ex_);
     }
+    download_pools();
     check(s, flush, st_before, copy_before);
     prev_pending_ = !commit_all;
     prev_acc_ = acc;
@@ -242,6 +266,7 @@ class DualRunner {
   int64_t L_, T_max_, R_ = 0, heads_ = 0, tile_r_ = 0, tile_k_ = 0;
   std::mt19937_64 rng_;
   Exec ex_;
+  Device where_ = Device::cpu;
   Buf slot_;
   std::vector<int64_t> slots_, prev_acc_;
   bool prev_pending_ = false;
