@@ -162,6 +162,17 @@ __device__ __forceinline__ void mma_tf32x3(float (&d)[4], const uint32_t (&ah)[4
   if constexpr (B_LO) mma_tf32(d, ah, b0l, b1l);
   mma_tf32(d, ah, b0h, b1h);
 }
+// The A fragment (m16n8k8 tf32) of a lane's two register rows r0 (row g)
+// and r1 (row g + 8), element i at k = t4 and element i + 1 at k = t4 + 4,
+// split hi + lo (SPLIT false: hi only, the value exact in tf32).
+template <bool SPLIT>
+__device__ __forceinline__ void a_frag_rows(const float* r0, const float* r1, int i, uint32_t (&ah)[4],
+                                            uint32_t (&al)[4]) {
+  tf32_split<SPLIT>(r0[i], ah[0], al[0]);
+  tf32_split<SPLIT>(r1[i], ah[1], al[1]);
+  tf32_split<SPLIT>(r0[i + 1], ah[2], al[2]);
+  tf32_split<SPLIT>(r1[i + 1], ah[3], al[3]);
+}
 // Four consecutive state elements (16 or 8 bytes, aligned) widened to fp32.
 template <DType SD>
 __device__ __forceinline__ void ld4(const char* src, float* v) {

@@ -199,11 +199,8 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
           for (int cc = 0; cc < 8; ++cc)
 #pragma unroll
             for (int s2 = 0; s2 < 2; ++s2) {
-              const float a4[4] = {f[0][4 * cc + 2 * s2], f[1][4 * cc + 2 * s2], f[0][4 * cc + 2 * s2 + 1],
-                                   f[1][4 * cc + 2 * s2 + 1]};
               uint32_t ah[4], al[4];
-#pragma unroll
-              for (int i = 0; i < 4; ++i) tf32_split<true>(a4[i], ah[i], al[i]);
+              cuda_util::a_frag_rows<true>(f[0], f[1], 4 * cc + 2 * s2, ah, al);
 #pragma unroll
               for (int nt = 0; nt < 2; ++nt) {
                 const uint4 q = wb[(8 * nt + g) * FOLD_WBP + 8 * cc + 2 * t4 + s2];

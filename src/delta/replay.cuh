@@ -533,11 +533,8 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
         for (int c = 0; c < 4; ++c)
 #pragma unroll
           for (int s2 = 0; s2 < 2; ++s2) {
-            const float a4[4] = {f[0][4 * c + 2 * s2], f[1][4 * c + 2 * s2], f[0][4 * c + 2 * s2 + 1],
-                                 f[1][4 * c + 2 * s2 + 1]};
             uint32_t ah[4], al[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) tf32_split<SPLIT_A>(a4[i], ah[i], al[i]);
+            cuda_util::a_frag_rows<SPLIT_A>(f[0], f[1], 4 * c + 2 * s2, ah, al);
             const uint4* ub = UB + g * UBP + (col0 + 16 * c + 2 * s2) / 2;  // token g, k-columns of t4
 #pragma unroll
             for (int u = 0; u < 2; ++u) {
