@@ -82,7 +82,10 @@ _DUAL_FIELDS = ("read_copy", "ring_v", "ring_beta")
 def call(name: str, kw: Dict[str, Any], first: Any) -> None:
     """Run operation `name` with keyword arguments `kw` (names as in _C).
     `first` is a representative array (framework, device)."""
-    direct = name in _NO_TORCH_OP or any(kw.get(k) is not None for k in _DUAL_FIELDS)
+    # A workspace (cpu backend scratch) has no torch-op argument either: such
+    # calls go straight to _C too (eager).
+    direct = (name in _NO_TORCH_OP or any(kw.get(k) is not None for k in _DUAL_FIELDS)
+              or kw.get("workspace") is not None)
     if is_torch(first) and not direct:
         if not _ops_loaded:
             load_torch_ops()

@@ -108,6 +108,18 @@ inline Backend backend_from_name(const char* fn, const std::string& s) {
   throw Error(fn, "backend", "expected reference | cpu | cuda, got '" + s + "'");
 }
 
+inline SsmOp ssm_op_from_name(const char* fn, const std::string& s) {
+  static const std::pair<const char*, SsmOp> ops[] = {
+      {"decode", SsmOp::decode},   {"snapshot_decode", SsmOp::snapshot_decode}, {"prefill", SsmOp::prefill},
+      {"replay_step", SsmOp::replay_step}, {"commit", SsmOp::commit},     {"materialize", SsmOp::materialize},
+      {"flush", SsmOp::flush},     {"copy_slot", SsmOp::copy_slot},             {"reset_slot", SsmOp::reset_slot}};
+  for (const auto& [name, op] : ops)
+    if (s == name) return op;
+  throw Error(fn, "op",
+              "expected decode | snapshot_decode | prefill | replay_step | commit | materialize | flush | "
+              "copy_slot | reset_slot, got '" + s + "'");
+}
+
 inline DeltaFamily family_from_name(const char* fn, const std::string& s) {
   if (s == "gdn") return DeltaFamily::gdn;
   if (s == "kda") return DeltaFamily::kda;
@@ -115,7 +127,7 @@ inline DeltaFamily family_from_name(const char* fn, const std::string& s) {
 }
 
 inline Exec make_exec(const char* fn, const std::string& backend, uintptr_t stream, int num_threads,
-               const OptOut& device_status) {
+               const OptOut& device_status, const OptOut& workspace) {
   Exec e;
   e.backend = backend_from_name(fn, backend);
   e.stream = reinterpret_cast<void*>(stream);
@@ -127,16 +139,25 @@ inline Exec make_exec(const char* fn, const std::string& backend, uintptr_t stre
                                            std::string(dtype_name(s.dtype)) + " " + s.shape_str());
     e.device_status = static_cast<int32_t*>(s.data);
   }
+  if (workspace) {  // caller scratch of the cpu backend (types.h Workspace): host memory, contiguous
+    Tensor w = view(fn, "workspace", *workspace);
+    if (w.device != Device::cpu || !w.is_contiguous())
+      throw Error(fn, "workspace", std::string("expected a contiguous host array, got ") +
+                                       (w.device != Device::cpu ? "a device array" : "a strided view"));
+    e.workspace.data = w.data;
+    e.workspace.bytes = size_t(w.numel()) * dtype_size(w.dtype);
+  }
   return e;
 }
 
 }  // namespace rssm_py
 
 // Keyword arguments shared by every operation.
-#define EXEC_PARAMS \
-  const std::string &backend, uintptr_t stream, int num_threads, const OptOut &device_status
+#define EXEC_PARAMS                                                                      \
+  const std::string &backend, uintptr_t stream, int num_threads, const OptOut &device_status, \
+      const OptOut &workspace
 #define EXEC_ARGS                                                                      \
   "backend"_a = "cpu", "stream"_a = uintptr_t(0), "num_threads"_a = 0,                 \
-  "device_status"_a.none() = nb::none()
-#define EXEC() make_exec(fn, backend, stream, num_threads, device_status)
+  "device_status"_a.none() = nb::none(), "workspace"_a.none() = nb::none()
+#define EXEC() make_exec(fn, backend, stream, num_threads, device_status, workspace)
 

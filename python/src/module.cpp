@@ -279,6 +279,16 @@ void bind_mamba2(nb::module_& m) {
       },
       nb::kw_only(), "mode"_a, "H"_a, "P"_a, "N"_a, "G"_a, "state_dtype"_a = "fp32",
       "read_format"_a = "bf16", "act_dtype"_a = "bf16", "L"_a = 16, "T_max"_a = 1);
+  m.def(
+      "mamba2_workspace_bytes",
+      [](const std::string& op, int64_t H, int64_t P, int64_t N, int64_t G, int64_t B, int64_t T, int64_t L,
+         const std::string& backend, int num_threads) {
+        const char* fn = "mamba2_workspace_bytes";
+        return mamba2_workspace_bytes(ssm_op_from_name(fn, op), Mamba2Shape{H, P, N, G}, B, T, L,
+                                      make_exec(fn, backend, 0, num_threads, std::nullopt, std::nullopt));
+      },
+      nb::kw_only(), "op"_a, "H"_a, "P"_a, "N"_a, "G"_a, "B"_a, "T"_a = 1, "L"_a = 16, "backend"_a = "cpu",
+      "num_threads"_a = 0);
 }
 
 }  // namespace
@@ -293,7 +303,7 @@ NB_MODULE(_C, m) {
       "check_device_status",
       [](const std::string& backend, uintptr_t stream, const Out& device_status) {
         const char* fn = "check_device_status";
-        Exec e = make_exec(fn, backend, stream, 0, OptOut(device_status));
+        Exec e = make_exec(fn, backend, stream, 0, OptOut(device_status), std::nullopt);
         nb::gil_scoped_release r;
         check_device_status(e, fn);
       },

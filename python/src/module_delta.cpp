@@ -288,6 +288,30 @@ void bind_delta_conv(nb::module_& m) {
       nb::kw_only(), "mode"_a, "family"_a, "H"_a, "HV"_a, "K"_a, "V"_a, "state_dtype"_a = "fp32",
       "read_format"_a = "bf16", "act_dtype"_a = "bf16", "d_dtype"_a = "fp32", "L"_a = 16,
       "T_max"_a = 1);
+  m.def(
+      "delta_workspace_bytes",
+      [](const std::string& family, const std::string& op, int64_t H, int64_t HV, int64_t K, int64_t V,
+         int64_t B, int64_t T, int64_t L, const std::string& backend, int num_threads) {
+        const char* fn = "delta_workspace_bytes";
+        return delta_workspace_bytes(family_from_name(fn, family), ssm_op_from_name(fn, op),
+                                     DeltaShape{H, HV, K, V}, B, T, L,
+                                     make_exec(fn, backend, 0, num_threads, std::nullopt, std::nullopt));
+      },
+      nb::kw_only(), "family"_a, "op"_a, "H"_a, "HV"_a, "K"_a, "V"_a, "B"_a, "T"_a = 1, "L"_a = 16,
+      "backend"_a = "cpu", "num_threads"_a = 0);
+  m.def(
+      "conv1d_workspace_bytes",
+      [](const std::string& op, int64_t B, int64_t T, int64_t dim, int64_t W, const std::string& backend,
+         int num_threads) {
+        const char* fn = "conv1d_workspace_bytes";
+        Conv1dOp o;
+        if (op == "update") o = Conv1dOp::update;
+        else if (op == "prefill") o = Conv1dOp::prefill;
+        else throw Error(fn, "op", "expected update | prefill, got '" + op + "'");
+        return conv1d_workspace_bytes(o, B, T, dim, W,
+                                      make_exec(fn, backend, 0, num_threads, std::nullopt, std::nullopt));
+      },
+      nb::kw_only(), "op"_a, "B"_a, "T"_a = 1, "dim"_a, "W"_a, "backend"_a = "cpu", "num_threads"_a = 0);
 
   // ---- conv1d --------------------------------------------------------------
   m.def(
