@@ -44,6 +44,8 @@ std::vector<Cfg> configs() {
   v.push_back({DeltaFamily::gdn, 16, 32, 128, 128, DType::bf16});
   v.push_back({DeltaFamily::kda, 32, 32, 128, 128, DType::bf16});
   v.push_back({DeltaFamily::gdn, 2, 6, 96, 40, DType::bf16});
+  v.push_back({DeltaFamily::gdn, 2, 4, 128, 128, DType::f16});  // fp16 checkpoint (tensor-core fold)
+  v.push_back({DeltaFamily::kda, 3, 3, 64, 24, DType::f16});     // fp16 checkpoint (CUDA-core fold)
   return v;
 }
 
