@@ -43,6 +43,8 @@ class Args {
 const char* dtype_tag(DType dt);
 DType parse_dtype(const std::string& s, const char* option);
 Backend parse_backend(const std::string& s);
+// The backend's device for the library's tensors (host for reference / cpu).
+inline Device device_of(Backend b) { return b == Backend::cuda ? Device::cuda : Device::cpu; }
 
 // Raw device memory (CUDA runtime); throws when the build has no CUDA backend.
 void* device_alloc(size_t bytes);

@@ -107,15 +107,12 @@ struct Result {
 
 // ---- Mamba-2 ----------------------------------------------------------------
 
-// The backend's device for the library's tensors (host for reference / cpu).
-Device device_of(const Exec& ex) { return ex.backend == Backend::cuda ? Device::cuda : Device::cpu; }
-
 void run_mamba2(int64_t steps, int64_t L, uint64_t seed, const Exec& ex, std::vector<Result>& out) {
   const int64_t H = 2, P = 64, N = 128, G = 1, R = L + 1;
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> nd(0, 1);
   std::student_t_distribution<double> heavy(3.0);
-  const Device dv = device_of(ex);
+  const Device dv = device_of(ex.backend);
   Buf A(DType::f32, {H}, dv), dt_bias(DType::f32, {H}, dv);
   A.set(0, -1e-3), A.set(1, -0.5);  // a = exp(δA): ≈ 0.9999 and ≈ 0.94
   dt_bias.set(0, 0.0), dt_bias.set(1, 0.0);
@@ -208,7 +205,7 @@ void run_delta(DeltaFamily fam, int64_t steps, int64_t L, uint64_t seed, const E
     for (int64_t c = 0; c < GW; ++c)
       gcentre[size_t(h * GW + c)] = kda ? std::log(1e-4) + (std::log(1.0) - std::log(1e-4)) * double(c) / double(K - 1)
                                         : (h == 0 ? std::log(1e-3) : std::log(0.1));
-  const Device dv = device_of(ex);
+  const Device dv = device_of(ex.backend);
   Buf q(DType::f32, {1, 1, H, K}, dv), k(DType::f32, {1, 1, H, K}, dv), v(DType::f32, {1, 1, HV, V}, dv),
       g(DType::f32, kda ? std::vector<int64_t>{1, 1, HV, K} : std::vector<int64_t>{1, 1, HV}, dv),
       beta(DType::f32, {1, 1, HV}, dv), slot(DType::i32, {1}, dv);

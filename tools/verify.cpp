@@ -75,7 +75,7 @@ class Runner {
  public:
   Runner(FamilyCase& fc, const Options& o, int64_t L, double tol, uint64_t seed)
       : fc_(fc), o_(o), L_(L), T_max_(std::min<int64_t>(8, L)), tol_(tol), rng_(seed) {
-    where_ = o.backend == Backend::cuda ? Device::cuda : Device::cpu;
+    where_ = device_of(o.backend);
     ex_.backend = o.backend;
     ref_.backend = Backend::reference;
     if (o.backend == Backend::cuda) {
@@ -479,7 +479,7 @@ bool verify_dual_family(Family f, const Options& o) {
     shape = shape_str(list[0]);
     if (L == 0) L = list[0].L;
     const uint64_t seed = o.seed * 1000003u + 104729u + uint64_t(f);
-    auto fc = make_case(list[0], o.act, o.backend == Backend::cuda ? Device::cuda : Device::cpu, seed);
+    auto fc = make_case(list[0], o.act, device_of(o.backend), seed);
     r = verify_dual(*fc, o.backend, o.state, o.act, L, o.steps, seed);
   } catch (const std::exception& e) {
     r.failure_count = 1;
@@ -572,7 +572,7 @@ int verify_main(int argc, char** argv) {
       const uint64_t seed = o.seed * 1000003u + uint64_t(shapes) * 7919u + uint64_t(f);
       Result r;
       try {
-        auto fc = make_case(p, o.act, o.backend == Backend::cuda ? Device::cuda : Device::cpu, seed);
+        auto fc = make_case(p, o.act, device_of(o.backend), seed);
         Runner run(*fc, o, L, tol, seed);
         r = run.run(o.steps);
       } catch (const std::exception& e) {

@@ -38,7 +38,7 @@ class DualRunner {
   DualRunner(FamilyCase& fc, Backend backend, DType state, DType act, int64_t L, uint64_t seed)
       : fc_(fc), state_(state), act_(act), L_(L), T_max_(std::min<int64_t>(8, L)), rng_(seed) {
     ex_.backend = backend;
-    where_ = backend == Backend::cuda ? Device::cuda : Device::cpu;
+    where_ = device_of(backend);
     R_ = fc.ring_length(L_, T_max_);
     const std::vector<int64_t> in = fc.state_inner();
     heads_ = in[0];

@@ -344,13 +344,19 @@ bool replay1_bulk_fits(const StateView& st, int64_t state_size, const ReplayTile
          reinterpret_cast<uintptr_t>(st.p) % 16 == 0 && st.s0 % vec == 0 && st.s1 % vec == 0;
 }
 
-// The speculative step's tensor-core stream (replay.cuh, MMA): T <= 8, K = 128,
-// an unpacked state (or bf16 / f16 copy) with 16-byte aligned rows, and
-// tiles of whole 16-row runs of one value head (vt % 16 == 0).
-bool replay_mma_fits(const StateView& st, int64_t state_size, int T, const Dims& d) {
+// The rows of the tensor-core kernels (the speculative stream of replay.cuh,
+// the dual fold of dual_fold_mma.cuh): K = 128, an unpacked state (or bf16 /
+// f16 copy) with 16-byte aligned rows, and tiles of whole 16-row runs of one
+// value head (V % 16 == 0).
+static_assert(FOLD_MMA_K == REPLAY_MMA_K, "one key dimension for the tensor-core row layout");
+bool mma_rows_fit(const StateView& st, int64_t state_size, const Dims& d) {
   const int64_t vec = 16 / state_size;
-  return T >= 2 && T <= 8 && d.K == REPLAY_MMA_K && d.V % 16 == 0 && reinterpret_cast<uintptr_t>(st.p) % 16 == 0 &&
-         st.s0 % vec == 0 && st.s1 % vec == 0 && st.s2 % vec == 0;
+  return d.K == REPLAY_MMA_K && d.V % 16 == 0 && reinterpret_cast<uintptr_t>(st.p) % 16 == 0 && st.s0 % vec == 0 &&
+         st.s1 % vec == 0 && st.s2 % vec == 0;
+}
+// The speculative step's tensor-core stream: T <= 8 on top.
+bool replay_mma_fits(const StateView& st, int64_t state_size, int T, const Dims& d) {
+  return T >= 2 && T <= 8 && mma_rows_fit(st, state_size, d);
 }
 
 // The replay step (data kernel + cursor kernel). With `dual`, the kernels
@@ -512,9 +518,7 @@ void run_dual_fold(const char* fn, int op, const DeltaPool& pool, const QuantLay
   // aligned 4-element groups) and two blocks per SM keep their shared memory.
   const int L = pool.ring_d.defined() ? int(d.L) : 0;
   const size_t mma_smem = size_t(dual_fold_mma_layout(is_kda(d), int(d.V), L).bytes);
-  const int64_t vec = 16 / int64_t(dtype_size(pool.state.dtype));
-  const bool mma = d.K == FOLD_MMA_K && d.V % 16 == 0 && reinterpret_cast<uintptr_t>(a.st.p) % 16 == 0 &&
-                   a.st.s0 % vec == 0 && a.st.s1 % vec == 0 && a.st.s2 % vec == 0 && mma_smem <= DUAL_FOLD_MMA_SMEM_CAP;
+  const bool mma = mma_rows_fit(a.st, int64_t(dtype_size(pool.state.dtype)), d) && mma_smem <= DUAL_FOLD_MMA_SMEM_CAP;
   if (mma) smem = mma_smem;
   // Heads per block: few blocks for the rows that do not flush (they only
   // read a cursor), yet many resident blocks per SM when every row flushes

@@ -36,6 +36,10 @@ __device__ __forceinline__ void dual_store_out(void* p, DType dt, int64_t i, flo
 // and whether the block runs at all. Pad rows of a materialize get zeros
 // here; bad slots and cursors are reported (except DUAL_STEP rows: the step
 // kernel reports them, same checks).
+// Ops after which the block repacks the head's copy from the checkpoint.
+__device__ __forceinline__ bool dual_fold_packs(int op) {
+  return op == DUAL_STEP || op == DUAL_FLUSH || op == DUAL_PACK;
+}
 struct FoldPlan {
   int64_t s = 0;
   int start = 0, count = 0;
@@ -110,7 +114,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_kernel(DualAr
   if (!dual_fold_plan(a, b, hv_lo, hv_hi, fp)) return;
   const int64_t s = fp.s;
   const int start = fp.start, count = fp.count;
-  const bool pack = a.op == DUAL_STEP || a.op == DUAL_FLUSH || a.op == DUAL_PACK;
+  const bool pack = dual_fold_packs(a.op);
   const int L = rg.cur ? rg.L : 0;
   float* KH = sm;
   float* U = KH + align4(int64_t(L) * K);

@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
   const int hv_lo = blockIdx.x * a.hpb, hv_hi = min(a.HV, hv_lo + a.hpb);
   const int tid = threadIdx.x, nthr = blockDim.x, warp = tid / 32, lane32 = tid % 32, nwarps = nthr / 32;
   const bool mat = a.op == DUAL_MATERIALIZE;
-  const bool pack = a.op == DUAL_STEP || a.op == DUAL_FLUSH || a.op == DUAL_PACK;
+  const bool pack = dual_fold_packs(a.op);
   FoldPlan fp;
   if (!dual_fold_plan(a, b, hv_lo, hv_hi, fp)) return;
   const int64_t s = fp.s;
