@@ -427,9 +427,19 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
                                                      r1b_stage_floats(kda, int(ss), rbm)).total * 4)
                              : size_t(smem_of(tile));
     check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda replay kernel's shared memory");
-    const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
-                               REPLAY1_THREADS, smem, exec);
+    Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B), REPLAY1_THREADS, smem,
+                         exec);
     if (dual) dual->before();
+    if (exec.workspace.data) {  // split step: the preparation kernel, then the stream as its dependent
+      a.prep = static_cast<float*>(exec.workspace.data);
+      a.prep_hv = d.B * d.H * prep_key_floats(d.K);
+      const size_t psmem =
+          size_t(replay1_layout(kda, int(d.K), int(d.L), tile.nh, rbm, nch, (rbm + rpp - 1) / rpp, 0, true).total * 4);
+      const Launch lp = launch_of(l.grid[0], l.grid[1], l.grid[2], REPLAY1_THREADS, psmem, exec);
+      kda ? launch_replay1_prep<true>(a, lp) : launch_replay1_prep<false>(a, lp);
+      cuda_util::check_launch(fn);
+      l.pdl = true;
+    }
     if (qf == QF_FP8) kda ? launch_replay1_quant<QF_FP8, true>(a, l) : launch_replay1_quant<QF_FP8, false>(a, l);
     else if (qf == QF_NVFP4) kda ? launch_replay1_quant<QF_NVFP4, true>(a, l) : launch_replay1_quant<QF_NVFP4, false>(a, l);
     else if (bulk) dispatch<Replay1BulkOp>(sd, kda, a, l);

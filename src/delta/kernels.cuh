@@ -18,7 +18,21 @@ inline void launch_kernel(Kernel k, const Launch& l, auto&& args) {
     // Several resident blocks of a large-shared-memory kernel need the whole carveout.
     cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
   }
-  k<<<dim3(l.grid[0], l.grid[1], l.grid[2]), l.threads, l.smem, reinterpret_cast<cudaStream_t>(l.stream)>>>(args);
+  if (!l.pdl) {
+    k<<<dim3(l.grid[0], l.grid[1], l.grid[2]), l.threads, l.smem, reinterpret_cast<cudaStream_t>(l.stream)>>>(args);
+    return;
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(l.grid[0], l.grid[1], l.grid[2]);
+  cfg.blockDim = dim3(l.threads);
+  cfg.dynamicSmemBytes = l.smem;
+  cfg.stream = reinterpret_cast<cudaStream_t>(l.stream);
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  (void)cudaLaunchKernelEx(&cfg, k, args);  // errors: the caller's check_launch
 }
 
 template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Launch& l) {
@@ -38,6 +52,9 @@ template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Lau
 }
 template <DType SD, bool KDA> void launch_replay1_bulk(const ReplayArgs& a, const Launch& l) {
   launch_kernel(delta_replay1_kernel<SD, KDA, QF_NONE, true>, l, a);
+}
+template <bool KDA> void launch_replay1_prep(const ReplayArgs& a, const Launch& l) {
+  launch_kernel(delta_replay1_kernel<DType::f32, KDA, QF_NONE, false, true>, l, a);
 }
 template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& l) {
   launch_kernel(delta_fold_kernel<SD, KDA>, l, a);
