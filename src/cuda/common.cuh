@@ -18,6 +18,25 @@ inline void check_launch(const char* fn) { check(cudaGetLastError(), fn, "kernel
 // require_supported_device(fn) is declared in cuda/runtime.h.
 inline cudaStream_t stream_of(const Exec& e) { return static_cast<cudaStream_t>(e.stream); }
 
+// Launches k as the programmatic dependent of the previous kernel in the
+// stream (its blocks may start before that grid ends; k must execute
+// griddepcontrol.wait before reading what the previous kernel writes or
+// writing what it reads). Returns the launch's error.
+template <class Kernel, class... Args>
+cudaError_t launch_dependent(Kernel k, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const Args&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, k, args...);
+}
+
 // Storage type of a DType and its fp32 conversions.
 template <DType D> struct Traits;
 template <> struct Traits<DType::f32> {

@@ -24,7 +24,11 @@
 namespace replayssm::delta::cuda_impl {
 
 // Cursor updates (one thread per row), after the data kernels of a call.
+// After a replay step it is that kernel's programmatic dependent: its launch
+// overlaps the step's tail and it waits for the step's grid (which reads the
+// cursors) before touching them; otherwise the wait returns at once.
 __global__ void delta_cursor_kernel(CursorArgs a) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   const int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= a.n) return;
   const int64_t s = idx_at(a.slot, b);
@@ -209,9 +213,11 @@ template <DType SD, bool KDA> struct FoldOp { static void run(const FoldArgs& a,
 template <DType SD, bool KDA> struct DualFoldOp { static void run(const DualArgs& a, const Launch& l) { launch_dual_fold<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct DualFoldMmaOp { static void run(const DualArgs& a, const Launch& l) { launch_dual_fold_mma<SD, KDA>(a, l); } };
 
-void launch_cursor(const CursorArgs& a, const Exec& exec) {
+void launch_cursor(const CursorArgs& a, const Exec& exec, bool after_step = false) {
   const int threads = 128;
-  delta_cursor_kernel<<<unsigned((a.n + threads - 1) / threads), threads, 0, cuda_util::stream_of(exec)>>>(a);
+  const dim3 grid(unsigned((a.n + threads - 1) / threads));
+  if (after_step) (void)cuda_util::launch_dependent(delta_cursor_kernel, grid, dim3(threads), 0, cuda_util::stream_of(exec), a);
+  else delta_cursor_kernel<<<grid, threads, 0, cuda_util::stream_of(exec)>>>(a);
 }
 
 // The cursor kernel alone for an operation on the batch's slots (prefill,
@@ -476,7 +482,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
   c.T = a.T;
   c.n = int(d.B);
   c.status = exec.device_status;
-  launch_cursor(c, exec);
+  launch_cursor(c, exec, /*after_step=*/true);
   cuda_util::check_launch(fn);
 }
 

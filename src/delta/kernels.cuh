@@ -18,21 +18,10 @@ inline void launch_kernel(Kernel k, const Launch& l, auto&& args) {
     // Several resident blocks of a large-shared-memory kernel need the whole carveout.
     cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
   }
-  if (!l.pdl) {
-    k<<<dim3(l.grid[0], l.grid[1], l.grid[2]), l.threads, l.smem, reinterpret_cast<cudaStream_t>(l.stream)>>>(args);
-    return;
-  }
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(l.grid[0], l.grid[1], l.grid[2]);
-  cfg.blockDim = dim3(l.threads);
-  cfg.dynamicSmemBytes = l.smem;
-  cfg.stream = reinterpret_cast<cudaStream_t>(l.stream);
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  (void)cudaLaunchKernelEx(&cfg, k, args);  // errors: the caller's check_launch
+  const dim3 grid(l.grid[0], l.grid[1], l.grid[2]);
+  const auto stream = reinterpret_cast<cudaStream_t>(l.stream);
+  if (l.pdl) (void)cuda_util::launch_dependent(k, grid, dim3(l.threads), l.smem, stream, args);  // errors: check_launch
+  else k<<<grid, l.threads, l.smem, stream>>>(args);
 }
 
 template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Launch& l) {

@@ -200,17 +200,9 @@ void launch_cursor(const char* fn, Params p, Mode mode, const Exec& exec) {
   // After the replay kernel: programmatic dependent launch, so the cursor
   // kernel's launch overlaps the replay grid (it waits for the grid's
   // completion on the device, griddepcontrol.wait, before writing).
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(256);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = cuda_util::stream_of(exec);
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  cuda_util::check(cudaLaunchKernelEx(&cfg, kern::mamba2_cursor_kernel, p), fn, "kernel launch");
+  cuda_util::check(cuda_util::launch_dependent(kern::mamba2_cursor_kernel, dim3(blocks), dim3(256), 0,
+                                               cuda_util::stream_of(exec), p),
+                   fn, "kernel launch");
 }
 
 // Hot kernels: validate N as every kernel does, then use the hot geometry.
