@@ -35,7 +35,7 @@ namespace {
 struct Options {
   std::vector<std::string> families, presets, modes, states, reads;
   std::vector<int64_t> batches, Ls, Ts;
-  std::string out, flush = "spread", d_dtype = "fp32", workspace = "on";
+  std::string out, flush = "spread", d_dtype = "fp32";
   bool quick = false, append = false, copy_only = false;
   double budget_s = 0, target_ms = 0, copy_gib = 2, accept_rate = 0.82;
   uint64_t seed = 1234;
@@ -56,7 +56,6 @@ void usage() {
       "         [--flush spread|aligned] [--d-dtype fp32|bf16] [--out FILE.jsonl] [--append]\n"
       "         [--quick] [--budget-s SECONDS] [--target-ms MS] [--copy-gib GIB] [--copy-only]\n"
       "         [--seed N] [--T 1,5,8] [--accept-rate P] [--read fp8,nvfp4,bf16,fp16]\n"
-      "         [--workspace on|off]\n"
       "  --preset  preset names (tools/presets.h: nemotron3, qwen35-122b, kimi, ...), 'all', a\n"
       "            family, or substrings of family/shape (H128-P64-N128-G8, gdn/H16-HV64)\n"
       "  --quick   batch 256, L 16, shapes mamba2 H128-P64, gdn HV64, kda; fp32 and bf16 state\n"
@@ -67,10 +66,7 @@ void usage() {
       "            accepted = 1 + leading accepted drafts, drawn per row and step\n"
       "  --modes   baseline, replay, dual (checkpoint in --state, read copy in each --read format;\n"
       "            T > 1: dual_spec), shared (one packed state in each --read format, T = 1)\n"
-      "  --read    read-copy / shared formats (default fp8,nvfp4)\n"
-      "  --workspace  on (default): replay steps get the device workspace their family's\n"
-      "            *_workspace_bytes asks for (GDN / KDA T = 1: the split step, preparation\n"
-      "            kernel + stream kernel); off: none (one kernel). Rows record the bytes");
+      "  --read    read-copy / shared formats (default fp8,nvfp4)");
 }
 
 int apply_defaults(Options& o);
@@ -112,7 +108,6 @@ int parse(int argc, char** argv, Options& o, bool defaults = false) {
       else if (a == "--out") o.out = v;
       else if (a == "--flush") o.flush = v;
       else if (a == "--d-dtype") o.d_dtype = v;
-      else if (a == "--workspace") o.workspace = v;
       else if (a == "--budget-s") o.budget_s = std::stod(v);
       else if (a == "--target-ms") o.target_ms = std::stod(v);
       else if (a == "--copy-gib") o.copy_gib = std::stod(v);
@@ -263,7 +258,7 @@ std::string commit_id() { return tools::git_commit(); }
 // One measured row (design §7 fields plus method details).
 struct Row {
   std::string family, shape, state, read, record, records, act, mode, flush_layout;
-  int64_t batch = 0, L = 0, T = 1, mem_bytes_per_row = 0, pool_slots = 0, slot_sets = 0, workspace = 0;
+  int64_t batch = 0, L = 0, T = 1, mem_bytes_per_row = 0, pool_slots = 0, slot_sets = 0;
   double us = 0, accept_mean = 1, flush_share = 0, flush_peak = 0, hist_mean = 0, bytes = 0,
          frac = 0, floor_us = 0, speedup = 0, model_speedup = 0;
   Timing timing;
@@ -279,12 +274,12 @@ std::string to_json(const Row& r, double copy_gbps, const std::string& device, c
                 "\"frac_of_copy\": %.4f, \"copy_gbps\": %.1f, \"floor_us\": %.4f, \"speedup\": %.4f, "
                 "\"model_speedup\": %.4f, \"mem_bytes_per_row\": %lld, \"pool_slots\": %lld, "
                 "\"slot_sets\": %lld, \"steps_per_graph\": %lld, \"replays\": %lld, \"graph\": %s, "
-                "\"outputs_finite\": %s, \"workspace_bytes\": %lld",
+                "\"outputs_finite\": %s",
                 (long long)r.batch, (long long)r.L, (long long)r.T, r.us, r.accept_mean, r.flush_share,
                 r.flush_peak, r.hist_mean, r.bytes, r.frac, copy_gbps, r.floor_us, r.speedup,
                 r.model_speedup, (long long)r.mem_bytes_per_row, (long long)r.pool_slots,
                 (long long)r.slot_sets, (long long)r.timing.steps, (long long)r.timing.replays,
-                r.timing.graph ? "true" : "false", r.finite ? "true" : "false", (long long)r.workspace);
+                r.timing.graph ? "true" : "false", r.finite ? "true" : "false");
   std::string j = "{\"family\": \"" + r.family + "\", \"shape\": \"" + r.shape + "\", \"state_dtype\": \"" +
                   r.state + "\", \"read_dtype\": \"" + r.read + "\", \"record_dtype\": \"" + r.record +
                   "\", \"records\": \"" + r.records + "\", \"act_dtype\": \"" + r.act + "\", \"mode\": \"" +
@@ -359,7 +354,6 @@ int run(int argc, char** argv) {
   }
   DType d_dtype = DType::f32;
   if (!parse_dtype_label(o.d_dtype, &d_dtype)) { std::fprintf(stderr, "bench: bad --d-dtype\n"); return 2; }
-  if (o.workspace != "on" && o.workspace != "off") { std::fprintf(stderr, "bench: --workspace on|off\n"); return 2; }
   const bool aligned = o.flush == "aligned";
   const bool want_base = std::find(o.modes.begin(), o.modes.end(), "baseline") != o.modes.end();
   const bool want_replay = std::find(o.modes.begin(), o.modes.end(), "replay") != o.modes.end();
@@ -411,8 +405,7 @@ int run(int argc, char** argv) {
           bytes_small = std::min(bytes_small, int64_t(std::ceil(double(elems) * q.bytes_per_element())));
         }
         const int64_t nsets = std::max<int64_t>(1, int64_t(std::ceil(pool_target / double(bytes_small * B))));
-        if (!guarded("setup", [&] { c = make_case(shape, B, nsets, state, DType::bf16, d_dtype, L_max, o.seed + uint64_t(B), T);
-                                   c->use_workspace = o.workspace == "on"; }))
+        if (!guarded("setup", [&] { c = make_case(shape, B, nsets, state, DType::bf16, d_dtype, L_max, o.seed + uint64_t(B), T); }))
           continue;
         const ByteModel bm = c->bytes();
         Row proto;
@@ -543,7 +536,6 @@ int run(int argc, char** argv) {
               r.mem_bytes_per_row = dual ? c->dual_mem_bytes_per_row() : c->replay_mem_bytes_per_row();
               r.model_speedup = base_bytes / r.bytes;
               r.timing = time_steps([&](int64_t i) { c->step(true, i % nsets, exec); }, steps, stream, exec, o.target_ms);
-              r.workspace = int64_t(c->workspace_bytes());
               r.us = r.timing.us_per_step;
               if (base.us > 0) r.speedup = base.us / r.us;
               finish(r);

@@ -493,9 +493,6 @@ class DeltaCase final : public Case {
     out_ = step_.o;
     pool_.state = state_;
     pool_.cursor = cursor_view();
-    Exec ce;
-    ce.backend = Backend::cuda;
-    if (const size_t ws = delta_workspace_bytes(f_, SsmOp::replay_step, shape(), B, T, L_max, ce)) ws_ = DeviceBuffer(ws);
   }
 
   void step(bool replay, int64_t set, const Exec& exec) override {
@@ -505,9 +502,8 @@ class DeltaCase final : public Case {
       return;
     }
     bind_rings();
-    delta_replay_step(f_, step_, pool_, Tensor{}, true, with_workspace(exec));
+    delta_replay_step(f_, step_, pool_, Tensor{}, true, exec);
   }
-  size_t workspace_bytes() const override { return ws_bytes_; }
 
   void prepare_snapshot(int64_t nsets_snap) override {
     if (!reset_snapshot(nsets_snap)) return;
@@ -520,7 +516,7 @@ class DeltaCase final : public Case {
     }
     step_.slot = slot_view(set);
     bind_rings();
-    delta_replay_step(f_, step_, pool_, accepted_view(i), false, with_workspace(exec));
+    delta_replay_step(f_, step_, pool_, accepted_view(i), false, exec);
   }
   int64_t snapshot_mem_bytes_per_row() const override {
     return delta_snapshot_bytes_per_row({s_.H, s_.HV, s_.K, s_.V}, state_dtype, T);
@@ -583,16 +579,6 @@ class DeltaCase final : public Case {
 
  private:
   DeltaShape shape() const { return {s_.H, s_.HV, s_.K, s_.V}; }
-  // exec with the replay step's workspace (delta_workspace_bytes, allocated
-  // by the constructor: steps are captured into graphs), unless --workspace off.
-  Exec with_workspace(const Exec& exec) {
-    Exec e = exec;
-    ws_bytes_ = use_workspace ? delta_workspace_bytes(f_, SsmOp::replay_step, shape(), B, T, L, exec) : 0;
-    if (ws_bytes_ == 0) return e;
-    if (ws_.bytes() < ws_bytes_) throw std::runtime_error("bench: workspace larger than allocated");
-    e.workspace = Workspace{ws_.get(), ws_bytes_};
-    return e;
-  }
   // Ring views of R() = L + T entries per slot for the current L (and the
   // dual records v, β while a read copy is bound).
   void bind_rings() {
@@ -611,8 +597,6 @@ class DeltaCase final : public Case {
   ModelShape s_;
   DeltaFamily f_;
   DType d_dtype_;
-  DeviceBuffer ws_;
-  size_t ws_bytes_ = 0;
   std::vector<DeviceBuffer> buf_;
   Tensor state_;
   void *ring_d_ = nullptr, *ring_k_ = nullptr, *ring_ks_ = nullptr, *ring_g_ = nullptr;

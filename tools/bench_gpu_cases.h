@@ -147,14 +147,9 @@ class Case {
   // Bytes of a packed tile set per row in format f (sizes the slot sets).
   virtual int64_t copy_bytes_per_row(ReadFormat f) const = 0;
 
-  // Bytes of the caller workspace (Exec::workspace) the last replay step was
-  // given: the split T = 1 step of GDN / KDA (0: none, one kernel).
-  virtual size_t workspace_bytes() const { return 0; }
-
   int64_t B = 0, S = 0, nsets = 0, L = 0, L_max = 0, T = 1;
   DType state_dtype = DType::f32, act = DType::bf16;
   bool has_copy = false;
-  bool use_workspace = true;  // --workspace on: replay steps get the workspace their family asks for
   ReadFormat read_format = ReadFormat::bf16;  // of the bound copy (has_copy)
 
  protected:

@@ -111,17 +111,11 @@ int64_t delta_snapshot_bytes_per_row(const DeltaShape& s, DType state, int64_t T
 //   L  the pool's history capacity (replay_step, prefill, materialize, flush;
 //      0 for a baseline pool; ignored by decode and snapshot_decode).
 // The size grows with B, T and L, so one workspace sized for the largest call
-// serves every smaller one. The reference backend (the oracle) needs none (0)
-// and ignores Exec::workspace. On the cpu backend a call given a workspace
-// uses only it (no allocation while computing); without one (data ==
-// nullptr) it uses an internal per-thread buffer. On the cuda backend only
-// replay_step with T = 1 uses one (device memory, 4·B·(H·(2K + 4) +
-// HV·(2V + 4)) bytes with K, V rounded up to multiples of 4; 0 for every
-// other op): given, the step runs as the split step (a preparation kernel,
-// then the state stream as its programmatic dependent launch; the records
-// are 2 % (GDN HV64) to 3 % (KDA) of a row's fp32 state, written once and
-// read once); without, as one kernel.
-// Results are identical.
+// serves every smaller one. The reference backend (the oracle) and the cuda
+// backend need none (0) and ignore Exec::workspace; the reference keeps its
+// own allocations. On the cpu backend a call given a workspace uses only it
+// (no allocation while computing); without one (data == nullptr) it uses an
+// internal per-thread buffer.
 size_t delta_workspace_bytes(DeltaFamily f, SsmOp op, const DeltaShape& s, int64_t B, int64_t T,
                              int64_t L, const Exec& exec);
 

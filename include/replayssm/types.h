@@ -62,22 +62,17 @@ enum class Backend : int8_t {
 const char* backend_name(Backend backend);
 bool cuda_available();  // built with CUDA and a usable device present
 
-// Caller-provided scratch memory of one call: host memory on the cpu
-// backend, device memory on the cuda backend. data must be aligned to
-// WORKSPACE_ALIGN bytes and hold at least the bytes the family's
-// *_workspace_bytes function reports for the call's shapes and Exec
-// (backend, num_threads). The library uses it only during the call (cuda:
-// the work the call enqueues on exec.stream; the next call on that stream
-// may reuse it); its contents before and after are unspecified (nothing is
-// read from it that the call did not write first). data == nullptr means
-// "none": the cpu backend then allocates its scratch itself (a
-// per-calling-thread buffer that grows to the largest call and is kept for
-// the thread's life) — the convenience path; the cuda backend runs the
-// GDN / KDA replay step at T = 1 as one kernel instead of two (the split
-// step: a preparation kernel writes each row's per-step terms to the
-// workspace, the state-streaming kernel reads them; same results, bit for
-// bit). A workspace that is given but too small or misaligned is an error
-// naming the argument 'workspace'; there is no silent fallback.
+// Caller-provided scratch memory of one call (host memory, cpu backend).
+// data must be aligned to WORKSPACE_ALIGN bytes and hold at least the bytes
+// the family's *_workspace_bytes function reports for the call's shapes and
+// Exec (backend, num_threads). The library uses it only during the call;
+// its contents before and after are unspecified (nothing is read from it
+// that the call did not write first). data == nullptr means "none": the
+// cpu backend then allocates its scratch itself (a per-calling-thread
+// buffer that grows to the largest call and is kept for the thread's life)
+// — the convenience path. A workspace that is given but too small or
+// misaligned is an error naming the argument 'workspace'; there is no
+// silent fallback.
 inline constexpr size_t WORKSPACE_ALIGN = 64;
 struct Workspace {
   void* data = nullptr;
@@ -104,8 +99,8 @@ enum class SsmOp : int8_t {
 // of range, accepted count outside [1, pending]); the offending row is then
 // skipped. check_device_status() synchronises, reads and clears it, and
 // throws when a bit is set. The CPU backends validate everything up front.
-// workspace: see Workspace (cpu and cuda backends; the reference backend
-// ignores it).
+// workspace: see Workspace (cpu backend; the reference and cuda backends
+// need none and ignore it).
 struct Exec {
   Backend backend = Backend::cpu;
   void* stream = nullptr;

@@ -11,7 +11,7 @@ call the extension directly. See docs/python.md and docs/integration.md.
     replayssm.delta_*        the same for GDN / KDA (family='gdn' | 'kda')
     replayssm.conv1d_*       causal conv1d update (with rollback) and prefill
     replayssm.*_pool         pool allocation (read_format=...: dual pools); *_bytes_per_row
-    replayssm.*_workspace_bytes  scratch of one call (workspace=...: cpu, and cuda GDN / KDA T = 1 steps)
+    replayssm.*_workspace_bytes  scratch of one call (cpu backend: workspace=...)
     replayssm.*_decode_shared  shared-precision decode on a packed state (*_shared_state)
     replayssm.adapters       vLLM-compatible entry points
 """
@@ -39,9 +39,8 @@ mamba2_tile_bytes = _C.mamba2_tile_bytes  # bytes of one packed (slot, head) til
 delta_tile_bytes = _C.delta_tile_bytes
 READ_FORMATS = ("bf16", "fp16", "fp8", "nvfp4")
 conv1d_state_rows = _C.conv1d_state_rows  # W - 1 + T_max
-# Bytes of scratch one call needs on a backend (the `workspace=` of the
-# operations: cpu scratch; cuda: the split GDN / KDA replay step at T = 1, else
-# 0; reference 0), growing with B, T and L.
+# Bytes of scratch one call needs on a backend (cpu: the `workspace=` of the
+# operations; 0 on reference and cuda), growing with B, T and L.
 mamba2_workspace_bytes = _C.mamba2_workspace_bytes
 delta_workspace_bytes = _C.delta_workspace_bytes
 conv1d_workspace_bytes = _C.conv1d_workspace_bytes

@@ -12,13 +12,10 @@ Common keyword arguments:
   device_status  optional int32 [1] on the device: errors only the GPU sees are
                  OR-ed in (see check_device_status) and the offending row skipped
   pad_slot_id    rows whose slot equals it touch no state; their outputs are zero
-  workspace      optional contiguous array (any dtype) used as the call's
-                 scratch, at least *_workspace_bytes(...) bytes, 64-byte aligned.
-                 cpu backend: a host array (None: the library's per-thread
-                 buffer). cuda backend: a device array; GDN / KDA replay steps
-                 with T = 1 then run as two kernels (preparation, then the
-                 state stream; faster at serving batch sizes), None: one
-                 kernel. The reference backend ignores it
+  workspace      optional contiguous host array (any dtype) used as the call's
+                 scratch on the cpu backend, at least *_workspace_bytes(...)
+                 bytes, 64-byte aligned; None: the library's per-thread buffer.
+                 The reference and cuda backends ignore it
 
 Outputs (y / o / out) are allocated when not given and returned. Every call
 validates before writing and raises replayssm.Error (a ValueError) naming the

@@ -139,14 +139,11 @@ inline Exec make_exec(const char* fn, const std::string& backend, uintptr_t stre
                                            std::string(dtype_name(s.dtype)) + " " + s.shape_str());
     e.device_status = static_cast<int32_t*>(s.data);
   }
-  if (workspace) {  // caller scratch (types.h Workspace): contiguous, host memory (cpu) or device memory (cuda)
+  if (workspace) {  // caller scratch of the cpu backend (types.h Workspace): host memory, contiguous
     Tensor w = view(fn, "workspace", *workspace);
-    const Device want = e.backend == Backend::cuda ? Device::cuda : Device::cpu;
-    if (w.device != want || !w.is_contiguous())
-      throw Error(fn, "workspace", std::string("expected a contiguous ") +
-                                       (want == Device::cuda ? "device" : "host") + " array, got " +
-                                       (w.device != want ? (want == Device::cuda ? "a host array" : "a device array")
-                                                         : "a strided view"));
+    if (w.device != Device::cpu || !w.is_contiguous())
+      throw Error(fn, "workspace", std::string("expected a contiguous host array, got ") +
+                                       (w.device != Device::cpu ? "a device array" : "a strided view"));
     e.workspace.data = w.data;
     e.workspace.bytes = size_t(w.numel()) * dtype_size(w.dtype);
   }

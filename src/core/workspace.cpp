@@ -8,23 +8,18 @@
 
 namespace replayssm {
 
-void check_workspace_bytes(const char* fn, const Exec& exec, size_t need, const std::string& what) {
-  if (exec.workspace.data == nullptr) return;
+void check_workspace(const char* fn, const Exec& exec, const WorkspacePlan& plan) {
+  if (exec.backend != Backend::cpu || exec.workspace.data == nullptr) return;
   const auto addr = reinterpret_cast<uintptr_t>(exec.workspace.data);
   check::require(addr % WORKSPACE_ALIGN == 0, fn, "workspace",
                  "expected data aligned to " + std::to_string(WORKSPACE_ALIGN) +
                      " bytes, got an address " + std::to_string(addr % WORKSPACE_ALIGN) +
                      " bytes past a boundary");
-  check::require(exec.workspace.bytes >= need, fn, "workspace",
-                 "expected at least " + std::to_string(need) + " bytes (" + what + "), got " +
+  check::require(exec.workspace.bytes >= plan.bytes(), fn, "workspace",
+                 "expected at least " + std::to_string(plan.bytes()) + " bytes (the family's "
+                 "*_workspace_bytes for this call and num_threads = " +
+                     std::to_string(plan.threads) + "), got " +
                      std::to_string(exec.workspace.bytes));
-}
-
-void check_workspace(const char* fn, const Exec& exec, const WorkspacePlan& plan) {
-  if (exec.backend != Backend::cpu) return;
-  check_workspace_bytes(fn, exec, plan.bytes(),
-                        "the family's *_workspace_bytes for this call and num_threads = " +
-                            std::to_string(plan.threads));
 }
 
 namespace {

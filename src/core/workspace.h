@@ -12,7 +12,6 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
 #include "replayssm/types.h"
 
@@ -51,9 +50,6 @@ struct WorkspacePlan {
 // backends ignore it): when given, data aligned to WORKSPACE_ALIGN and
 // bytes >= plan.bytes(). Throws Error(fn, "workspace", ...).
 void check_workspace(const char* fn, const Exec& exec, const WorkspacePlan& plan);
-// Any backend: when exec.workspace is given, data aligned to WORKSPACE_ALIGN
-// and bytes >= need (`what` names the size in the message).
-void check_workspace_bytes(const char* fn, const Exec& exec, size_t need, const std::string& what);
 
 // The memory of one validated cpu call: exec.workspace when given, else the
 // calling thread's internal buffer grown to plan.bytes().

@@ -14,7 +14,6 @@
 #include "core/parallel.h"
 #include "delta/backend.h"
 #include "delta/dual.h"
-#include "delta/params.h"
 #include "delta/shared.h"
 
 namespace replayssm {
@@ -236,20 +235,10 @@ void check_rows(const char* fn, const DeltaPool& pool, const delta::Dims& d, con
   }
 }
 
-// Bytes of the cuda backend's workspace for `op` on dims d: the split T = 1
-// replay step's records (delta/params.h, ReplayArgs::prep); 0 for the rest.
-size_t cuda_workspace_bytes(SsmOp op, const delta::Dims& d) {
-  if (op != SsmOp::replay_step || d.T != 1) return 0;
-  return workspace_round(size_t(delta::cuda_impl::prep_floats(d.B, d.H, d.HV, d.K, d.V)) * 4);
-}
-
-// The caller's workspace fits `op` on dims d (cpu and cuda backends; the
-// reference ignores it).
-void check_call_workspace(const char* fn, SsmOp op, const delta::Dims& d, const Exec& exec) {
+// The caller's workspace fits `op` on dims d (cpu backend; others ignore it).
+void check_cpu_workspace(const char* fn, SsmOp op, const delta::Dims& d, const Exec& exec) {
   if (exec.backend == Backend::cpu)
     check_workspace(fn, exec, delta::cpu::workspace_plan(op, d, cpu_threads(exec.num_threads)));
-  else if (exec.backend == Backend::cuda)
-    check_workspace_bytes(fn, exec, cuda_workspace_bytes(op, d), "delta_workspace_bytes for this call");
 }
 
 void check_index(const char* fn, const char* arg, const Tensor& t, int64_t n, const Exec& exec) {
@@ -278,7 +267,7 @@ void delta_decode(DeltaFamily f, const DeltaStep& step, const Tensor& state, con
   check_state(fn, "state", state, d, exec);
   check_index(fn, "slot", step.slot, d.B, exec);
   if (host_checks(exec)) check::slots(fn, "slot", step.slot, step.pad_slot_id, d.S, true);
-  check_call_workspace(fn, SsmOp::decode, d, exec);
+  check_cpu_workspace(fn, SsmOp::decode, d, exec);
   if (d.B == 0) return;
   switch (exec.backend) {
     case Backend::reference: delta::reference::decode(step, state, d); break;
@@ -317,7 +306,7 @@ void delta_snapshot_decode(DeltaFamily f, const DeltaStep& step, const Tensor& s
       }
     }
   }
-  check_call_workspace(fn, SsmOp::snapshot_decode, d, exec);
+  check_cpu_workspace(fn, SsmOp::snapshot_decode, d, exec);
   if (d.B == 0) return;
   switch (exec.backend) {
     case Backend::reference: delta::reference::snapshot_decode(step, state, state_indices, num_accepted, d); break;
@@ -358,7 +347,7 @@ void delta_prefill(DeltaFamily f, const DeltaPrefill& p, const DeltaPool& pool, 
                        std::to_string(check::index_at(p.cu_seqlens, d.B)));
     check_rows(fn, pool, d, p.slot, "slot", p.pad_slot_id, Tensor{}, false);
   }
-  check_call_workspace(fn, SsmOp::prefill, d, exec);
+  check_cpu_workspace(fn, SsmOp::prefill, d, exec);
   if (d.B == 0) return;
   switch (exec.backend) {
     case Backend::reference: delta::reference::prefill(p, pool, d); break;
@@ -389,7 +378,7 @@ void delta_replay_step(DeltaFamily f, const DeltaStep& step, const DeltaPool& po
   check_index(fn, "slot", step.slot, d.B, exec);
   if (num_accepted.defined()) check_index(fn, "num_accepted", num_accepted, d.B, exec);
   if (host_checks(exec)) check_rows(fn, pool, d, step.slot, "slot", step.pad_slot_id, num_accepted, true);
-  check_call_workspace(fn, SsmOp::replay_step, d, exec);
+  check_cpu_workspace(fn, SsmOp::replay_step, d, exec);
   if (d.B == 0) return;
   switch (exec.backend) {
     case Backend::reference: delta::reference::replay_step(step, pool, num_accepted, commit_all, d); break;
@@ -429,7 +418,7 @@ void delta_commit(DeltaFamily f, const DeltaPool& pool, const Tensor& slot, int6
   check_index(fn, "num_accepted", num_accepted, slot.shape[0], exec);
   if (host_checks(exec)) check_rows(fn, pool, d, slot, "slot", pad_slot_id, num_accepted, false);
   d.B = slot.shape[0];
-  check_call_workspace(fn, SsmOp::commit, d, exec);
+  check_cpu_workspace(fn, SsmOp::commit, d, exec);
   if (d.B == 0) return;
   switch (exec.backend) {
     case Backend::reference: delta::reference::commit(pool, slot, pad_slot_id, num_accepted, d); break;
@@ -459,7 +448,7 @@ void delta_materialize(DeltaFamily f, const DeltaPool& pool, const Tensor& slot,
       for (int64_t b = 0; b < d.B; ++b)
         if (check::index_at(slot, b) != pad_slot_id) checked_cursor(fn, pool, d, check::index_at(slot, b));
   }
-  check_call_workspace(fn, SsmOp::materialize, d, exec);
+  check_cpu_workspace(fn, SsmOp::materialize, d, exec);
   if (d.B == 0) return;
   switch (exec.backend) {
     case Backend::reference: delta::reference::materialize(pool, slot, pad_slot_id, out, d); break;
@@ -484,7 +473,7 @@ void delta_flush(DeltaFamily f, const DeltaPool& pool, const Tensor& slot, int64
   check_index(fn, "slot", slot, slot.shape[0], exec);
   d.B = slot.shape[0];
   if (host_checks(exec)) check_rows(fn, pool, d, slot, "slot", pad_slot_id, Tensor{}, true);
-  check_call_workspace(fn, SsmOp::flush, d, exec);
+  check_cpu_workspace(fn, SsmOp::flush, d, exec);
   if (d.B == 0) return;
   switch (exec.backend) {
     case Backend::reference: delta::reference::flush(pool, slot, pad_slot_id, d); break;
@@ -595,7 +584,7 @@ size_t delta_workspace_bytes(DeltaFamily f, SsmOp op, const DeltaShape& s, int64
   check::require(L >= 0, fn, "L", "expected L >= 0, got " + std::to_string(L));
   const bool steps = op == SsmOp::decode || op == SsmOp::snapshot_decode || op == SsmOp::replay_step;
   if (steps) check::positive(fn, "T", T);
-  if (exec.backend == Backend::reference) return 0;
+  if (exec.backend != Backend::cpu) return 0;
   Dims d;
   d.family = f;
   d.B = B;
@@ -605,7 +594,6 @@ size_t delta_workspace_bytes(DeltaFamily f, SsmOp op, const DeltaShape& s, int64
   d.K = s.K;
   d.V = s.V;
   d.L = L;
-  if (exec.backend == Backend::cuda) return cuda_workspace_bytes(op, d);
   return delta::cpu::workspace_plan(op, d, cpu_threads(exec.num_threads)).bytes();
 }
 

@@ -216,8 +216,9 @@ template <DType SD, bool KDA> struct DualFoldMmaOp { static void run(const DualA
 void launch_cursor(const CursorArgs& a, const Exec& exec, bool after_step = false) {
   const int threads = 128;
   const dim3 grid(unsigned((a.n + threads - 1) / threads));
-  if (after_step) (void)cuda_util::launch_dependent(delta_cursor_kernel, grid, dim3(threads), 0, cuda_util::stream_of(exec), a);
-  else delta_cursor_kernel<<<grid, threads, 0, cuda_util::stream_of(exec)>>>(a);
+  const cudaStream_t st = cuda_util::stream_of(exec);
+  if (after_step) (void)cuda_util::launch_dependent(delta_cursor_kernel, grid, dim3(threads), 0, st, a);
+  else delta_cursor_kernel<<<grid, threads, 0, st>>>(a);
 }
 
 // The cursor kernel alone for an operation on the batch's slots (prefill,
@@ -433,19 +434,9 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
                                                      r1b_stage_floats(kda, int(ss), rbm)).total * 4)
                              : size_t(smem_of(tile));
     check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda replay kernel's shared memory");
-    Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B), REPLAY1_THREADS, smem,
-                         exec);
+    const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
+                               REPLAY1_THREADS, smem, exec);
     if (dual) dual->before();
-    if (exec.workspace.data) {  // split step: the preparation kernel, then the stream as its dependent
-      a.prep = static_cast<float*>(exec.workspace.data);
-      a.prep_hv = d.B * d.H * prep_key_floats(d.K);
-      const size_t psmem =
-          size_t(replay1_layout(kda, int(d.K), int(d.L), tile.nh, rbm, nch, (rbm + rpp - 1) / rpp, 0, true).total * 4);
-      const Launch lp = launch_of(l.grid[0], l.grid[1], l.grid[2], REPLAY1_THREADS, psmem, exec);
-      kda ? launch_replay1_prep<true>(a, lp) : launch_replay1_prep<false>(a, lp);
-      cuda_util::check_launch(fn);
-      l.pdl = true;
-    }
     if (qf == QF_FP8) kda ? launch_replay1_quant<QF_FP8, true>(a, l) : launch_replay1_quant<QF_FP8, false>(a, l);
     else if (qf == QF_NVFP4) kda ? launch_replay1_quant<QF_NVFP4, true>(a, l) : launch_replay1_quant<QF_NVFP4, false>(a, l);
     else if (bulk) dispatch<Replay1BulkOp>(sd, kda, a, l);

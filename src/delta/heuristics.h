@@ -116,10 +116,6 @@ inline constexpr int64_t REPLAY1_SMEM_CAP = 112 * 1024;
 // and three resident blocks per SM instead.
 inline constexpr int REPLAY1_KDA_CHUNKS = 8;
 inline constexpr int REPLAY1_KDA_MIN_BLOCKS = 3;
-// The split step's preparation kernel (replay1.cuh, PREP: no stages, ~45 KiB
-// of shared memory for a GDN key head at L = 16): four resident blocks per
-// SM, so more blocks' dependent chains overlap.
-inline constexpr int REPLAY1_PREP_MIN_BLOCKS = 3;
 
 struct ReplayTile {
   int nh;  // value heads per block (a divisor of G); > 1 only with vt = V

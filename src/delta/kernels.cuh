@@ -18,10 +18,7 @@ inline void launch_kernel(Kernel k, const Launch& l, auto&& args) {
     // Several resident blocks of a large-shared-memory kernel need the whole carveout.
     cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
   }
-  const dim3 grid(l.grid[0], l.grid[1], l.grid[2]);
-  const auto stream = reinterpret_cast<cudaStream_t>(l.stream);
-  if (l.pdl) (void)cuda_util::launch_dependent(k, grid, dim3(l.threads), l.smem, stream, args);  // errors: check_launch
-  else k<<<grid, l.threads, l.smem, stream>>>(args);
+  k<<<dim3(l.grid[0], l.grid[1], l.grid[2]), l.threads, l.smem, reinterpret_cast<cudaStream_t>(l.stream)>>>(args);
 }
 
 template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Launch& l) {
@@ -41,9 +38,6 @@ template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Lau
 }
 template <DType SD, bool KDA> void launch_replay1_bulk(const ReplayArgs& a, const Launch& l) {
   launch_kernel(delta_replay1_kernel<SD, KDA, QF_NONE, true>, l, a);
-}
-template <bool KDA> void launch_replay1_prep(const ReplayArgs& a, const Launch& l) {
-  launch_kernel(delta_replay1_kernel<DType::f32, KDA, QF_NONE, false, true>, l, a);
 }
 template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& l) {
   launch_kernel(delta_fold_kernel<SD, KDA>, l, a);

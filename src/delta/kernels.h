@@ -14,7 +14,6 @@ struct Launch {
   int threads;
   size_t smem;  // dynamic shared memory, bytes
   CUstream_st* stream;
-  bool pdl = false;  // programmatic dependent launch of the previous kernel in the stream
 };
 
 template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Launch& l);
@@ -24,8 +23,6 @@ template <DType SD, bool KDA> void launch_replay_mma(const ReplayArgs& a, const 
 template <DType SD, bool KDA> void launch_decode1(const RecArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_replay1_bulk(const ReplayArgs& a, const Launch& l);
-// The split T = 1 step's preparation kernel (replay1.cuh, PREP; delta_kernels_f32.cu).
-template <bool KDA> void launch_replay1_prep(const ReplayArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& l);
 // Dual pools: the replay kernels (any T; T = 1) on an fp8 / nvfp4 read copy (delta_kernels_fp8.cu,
 // delta_kernels_nvfp4.cu) and the high-precision fold + repack (dual_kernels.cu).

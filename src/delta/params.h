@@ -130,23 +130,8 @@ struct ReplayArgs {
   bool dual = false;
   RecRing ring_v, ring_beta;
   QuantGeom qg;  // QF_FP8 / QF_NVFP4 kernels
-  // T = 1 split step (the caller's cuda workspace, replay1.cuh R1_PREP /
-  // R1_STREAM): the preparation kernel writes, per row b, key-head records
-  // prep[(b·H + kh)·prep_key_floats(K)] = {u_k [K], u_q [K], k̂·q̂, 0, 0, 0}
-  // and value-head records prep[prep_hv + (b·HV + hv)·prep_head_floats(V)]
-  // = {EU, β, 0, 0, β (v − h_k) [V], h_q [V]} (K, V padded to 4 floats);
-  // the stream kernel reads them for rows that do not flush. null: one kernel.
-  float* prep = nullptr;
-  int64_t prep_hv = 0;
   int32_t* status = nullptr;
 };
-constexpr int64_t prep_align4(int64_t n) { return (n + 3) / 4 * 4; }
-constexpr int64_t prep_key_floats(int64_t K) { return 2 * prep_align4(K) + 4; }
-constexpr int64_t prep_head_floats(int64_t V) { return 4 + 2 * prep_align4(V); }
-// Floats of the split step's records for B rows (both parts).
-constexpr int64_t prep_floats(int64_t B, int64_t H, int64_t HV, int64_t K, int64_t V) {
-  return B * H * prep_key_floats(K) + B * HV * prep_head_floats(V);
-}
 
 // Fold of the committed records: materialize (out) or flush (in place).
 struct FoldArgs {

@@ -53,15 +53,13 @@ struct Replay1Layout {
   int64_t stg, bar, kv, kr, qv, uk, uq, e0v, gs, dt, dk, dq, co, eu, e0, beta, misc, vs, hq, total;
 };
 // bulk_floats > 0 (the bulk-copy stream, BULK kernels): the stages are
-// bulk_floats (stages × sweep) and four mbarriers follow. prep (the split
-// step's preparation kernel): no stages.
+// bulk_floats (stages × sweep) and four mbarriers follow.
 __host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, int nh, int rbm, int nch,
-                                                        int np, int64_t bulk_floats = 0, bool prep = false) {
+                                                        int np, int64_t bulk_floats = 0) {
   Replay1Layout l{};
   int64_t o = 0;
   const int64_t L1 = int64_t(L) + 1;
-  l.stg = o;
-  o += prep ? 0 : bulk_floats > 0 ? bulk_floats : stage_floats(nch, np, REPLAY1_THREADS, kda ? REPLAY1_KDA_CHUNKS : 16);
+  l.stg = o; o += bulk_floats > 0 ? bulk_floats : stage_floats(nch, np, REPLAY1_THREADS, kda ? REPLAY1_KDA_CHUNKS : 16);
   l.bar = o; o += bulk_floats > 0 ? 2 * R1B_MAX_STAGES : 0;
   l.kv = o; o += align4(L1 * K);
   l.kr = o; o += align4(K);
@@ -104,28 +102,10 @@ __device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<f
 // staged as codes and scales (QStage) and decoded into Row<bf16>'s layout.
 // BULK: the state rows stream by bulk copies (delta_launch.cu::replay1_bulk_fits:
 // K = 128, the block's rows contiguous and 16-byte aligned, QF_NONE).
-//
-// Split step (a.prep set: the caller's cuda workspace): two launches of the
-// same grid. PREP (the preparation kernel, instantiated once per family)
-// runs phases 1–3 of every row that does not flush, appends the token's
-// records and writes the results phase 4 needs (params.h, ReplayArgs::prep),
-// then exits: no stages, no state access. The stream kernel (launched as its
-// programmatic dependent, griddepcontrol.wait after its first rows are
-// issued) reads them instead of preparing, so a block's chain is slot →
-// rows and records in one round trip; rows that flush prepare in the stream
-// kernel as without a workspace.
-template <DType SD, bool KDA, int QF = QF_NONE, bool BULK = false, bool PREP = false>
-__global__ void __launch_bounds__(REPLAY1_THREADS, PREP  ? REPLAY1_PREP_MIN_BLOCKS
-                                                   : KDA ? REPLAY1_KDA_MIN_BLOCKS
-                                                         : REPLAY1_MIN_BLOCKS)
+template <DType SD, bool KDA, int QF = QF_NONE, bool BULK = false>
+__global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS : REPLAY1_MIN_BLOCKS)
     delta_replay1_kernel(ReplayArgs a) {
   static_assert(!BULK || QF == QF_NONE, "bulk stream: plain state rows only");
-  static_assert(!PREP || (!BULK && QF == QF_NONE), "the preparation kernel streams nothing");
-  if constexpr (PREP) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  const bool split = !PREP && a.prep != nullptr;
-  auto wait_prep = [&] {  // the preparation grid complete and its records visible
-    if (split) asm volatile("griddepcontrol.wait;" ::: "memory");
-  };
   constexpr int CHUNKS = KDA ? REPLAY1_KDA_CHUNKS : 16;
   using RW = Row<QF == QF_NONE ? SD : DType::bf16>;
   using ST = std::conditional_t<QF == QF_NONE, Stage<SD, CHUNKS>, QStage<QF, CHUNKS>>;
@@ -151,14 +131,11 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, PREP  ? REPLAY1_PREP_MIN_BLOC
 
   const int64_t s = idx_at(a.slot, b);
   if (s == a.pad) {
-    wait_prep();
-    if (!PREP)
-      for (int x = tid; x < RB; x += nthr) out_at(in.o, b, 0, hv0 + x / vt, v0 + x % vt, 0.f);
+    for (int x = tid; x < RB; x += nthr) out_at(in.o, b, 0, hv0 + x / vt, v0 + x % vt, 0.f);
     return;
   }
   if (s < 0 || s >= a.S) {
-    wait_prep();
-    if (reporter && !PREP) cuda_util::report(a.status, STATUS_BAD_SLOT);
+    if (reporter) cuda_util::report(a.status, STATUS_BAD_SLOT);
     return;
   }
   TS* const state = static_cast<TS*>(a.st.p) + s * a.st.s0;
@@ -169,7 +146,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, PREP  ? REPLAY1_PREP_MIN_BLOC
   const int nsw = BULK ? (RB + SW - 1) / SW : 0;
   const int NST = BULK ? r1b_stages(KDA, int(sizeof(TS)), RBM) : 1;
   const Replay1Layout lay =
-      replay1_layout(KDA, K, L, nh, RBM, ST::NCH, np, BULK ? r1b_stage_floats(KDA, int(sizeof(TS)), RBM) : 0, PREP);
+      replay1_layout(KDA, K, L, nh, RBM, ST::NCH, np, BULK ? r1b_stage_floats(KDA, int(sizeof(TS)), RBM) : 0);
   uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
   uint64_t* BAR = reinterpret_cast<uint64_t*>(sm + lay.bar);
   TS* const BASE = state + int64_t(hv0) * a.st.s1 + int64_t(v0) * a.st.s2;  // BULK: row r at BASE + r·K
@@ -210,7 +187,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, PREP  ? REPLAY1_PREP_MIN_BLOC
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
     }
-  } else if constexpr (!PREP) {
+  } else {
 #pragma unroll
     for (int pi = 0; pi < P; ++pi) {
       const int rr = pi * rpp + grp;
@@ -218,29 +195,27 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, PREP  ? REPLAY1_PREP_MIN_BLOC
       cp_async_commit();
     }
   }
-  wait_prep();
 
   RingCursor c = cursor_at(rg, s);
   if (!cursor_ok(rg, c)) {
     drain();
-    if (reporter && !PREP) cuda_util::report(a.status, STATUS_RING_OVERFLOW);
+    if (reporter) cuda_util::report(a.status, STATUS_RING_OVERFLOW);
     return;
   }
   if (a.acc.p) {
     if (!ring_commit(c, int32_t(idx_at(a.acc, b)))) {
       drain();
-      if (reporter && !PREP) cuda_util::report(a.status, STATUS_BAD_ACCEPTED);
+      if (reporter) cuda_util::report(a.status, STATUS_BAD_ACCEPTED);
       return;
     }
   } else if (c.pending != 0) {
     drain();
-    if (reporter && !PREP) cuda_util::report(a.status, STATUS_UNCOMMITTED);
+    if (reporter) cuda_util::report(a.status, STATUS_UNCOMMITTED);
     return;
   }
   StepPlan p = ring_plan_step(c, 1, L, R);
   if (a.dual) p.flush = false;  // folded before this launch: the token reads the fresh copy, no history
   const bool flush = p.flush;
-  if (PREP && flush) return;  // a flushing row prepares in the stream kernel
   const int n_old = flush ? p.fold_count : p.hist_count;
   const int old_start = flush ? p.fold_start : p.hist_start;
   const int64_t apos = p.append_start;
@@ -262,293 +237,242 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, PREP  ? REPLAY1_PREP_MIN_BLOC
   float* VS = sm + lay.vs;    // [RBM] v, then β (v − h_k)
   float* HQ = sm + lay.hq;    // [RBM] h_q
 
-  const bool ready = split && !flush;  // the preparation kernel's records stand for phases 1–3
-  const int64_t PK = prep_key_floats(K), PH = prep_head_floats(V), K4P = prep_align4(K), V4P = prep_align4(V);
-  float* const UKT = KDA ? UK : KV + int64_t(n_old) * K;  // the two vectors of phase 4
-  float* const UQT = KDA ? UQ : QV;
-  auto key_rec = [&]() { return a.prep + (int64_t(b) * in.H + kh) * PK; };
-  auto head_rec = [&](int hl) { return a.prep + a.prep_hv + (int64_t(b) * in.HV + hv0 + hl) * PH; };
-  if (!ready) {
-    // Phase 1: loads that need only the cursor. Every thread first issues all
-    // its record loads (kept in registers), then warp 0 prepares the token while
-    // they are in flight, then they are stored. Records are read 4 elements at a
-    // time: thread ↔ (a column of 4 elements, records j0, j0 + js, ...), so the
-    // addresses need no divisions.
-    auto pos_of = [&](int j) {  // ring_pos(old_start, j, R) for j < R, without a division
-      const int q = old_start + j;
-      return int64_t(q >= R ? q - R : q);
-    };
-    auto k_off = [&](int j) { return s * rg.k0 + pos_of(j) * rg.k1 + int64_t(kh) * rg.k2; };
-    auto ks_at = [&](int j) { return rg.ks[s * rg.ks0 + pos_of(j) * rg.ks1 + int64_t(kh) * rg.ks2]; };
-    auto d_off = [&](int j, int hl, int v) {
-      return s * rg.d0 + pos_of(j) * rg.d1 + int64_t(hv0 + hl) * rg.d2 + v0 + v;
-    };
-    auto g_off = [&](int j, int hl) {  // gate record j of value head hv0 + hl
-      return s * rg.g0 + pos_of(j) * rg.g1 + int64_t(hv0 + hl) * rg.g2;
-    };
-    const bool g_writer = vtile == 0;
-    constexpr int UD = KDA ? 2 : 8, UR = 2, UV = 2;
-    const int vt4 = vt / 4, nq = nh * vt4, K4 = K / 4;
-    // d records: column cq = 4 rows (head hd, rows vd..vd+3).
-    const bool dv4 = a.d_vec && nq <= nthr;
-    const int jds = dv4 ? nthr / nq : 1, cq = dv4 ? tid % nq : 0, jd0 = dv4 ? tid / nq : 0;
-    const bool dact = dv4 && tid < jds * nq;
-    const int hd = dv4 ? cq / vt4 : 0, vd = dv4 ? (cq % vt4) * 4 : 0;
-    const int64_t dbase = s * rg.d0 + int64_t(hv0 + hd) * rg.d2 + v0 + vd;
-    float4 dr[UD];
+  // Phase 1: loads that need only the cursor. Every thread first issues all
+  // its record loads (kept in registers), then warp 0 prepares the token while
+  // they are in flight, then they are stored. Records are read 4 elements at a
+  // time: thread ↔ (a column of 4 elements, records j0, j0 + js, ...), so the
+  // addresses need no divisions.
+  auto pos_of = [&](int j) {  // ring_pos(old_start, j, R) for j < R, without a division
+    const int q = old_start + j;
+    return int64_t(q >= R ? q - R : q);
+  };
+  auto k_off = [&](int j) { return s * rg.k0 + pos_of(j) * rg.k1 + int64_t(kh) * rg.k2; };
+  auto ks_at = [&](int j) { return rg.ks[s * rg.ks0 + pos_of(j) * rg.ks1 + int64_t(kh) * rg.ks2]; };
+  auto d_off = [&](int j, int hl, int v) {
+    return s * rg.d0 + pos_of(j) * rg.d1 + int64_t(hv0 + hl) * rg.d2 + v0 + v;
+  };
+  auto g_off = [&](int j, int hl) {  // gate record j of value head hv0 + hl
+    return s * rg.g0 + pos_of(j) * rg.g1 + int64_t(hv0 + hl) * rg.g2;
+  };
+  const bool g_writer = vtile == 0;
+  constexpr int UD = KDA ? 2 : 8, UR = 2, UV = 2;
+  const int vt4 = vt / 4, nq = nh * vt4, K4 = K / 4;
+  // d records: column cq = 4 rows (head hd, rows vd..vd+3).
+  const bool dv4 = a.d_vec && nq <= nthr;
+  const int jds = dv4 ? nthr / nq : 1, cq = dv4 ? tid % nq : 0, jd0 = dv4 ? tid / nq : 0;
+  const bool dact = dv4 && tid < jds * nq;
+  const int hd = dv4 ? cq / vt4 : 0, vd = dv4 ? (cq % vt4) * 4 : 0;
+  const int64_t dbase = s * rg.d0 + int64_t(hv0 + hd) * rg.d2 + v0 + vd;
+  float4 dr[UD];
 #pragma unroll
-    for (int u = 0; u < UD; ++u) {
-      const int j = jd0 + u * jds;
-      if (dact && j < n_old) dr[u] = load4_any(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1);
-    }
-    // Old keys (and KDA gates): column ck = 4 key channels.
-    const bool kv4 = a.k_vec, gv4 = KDA && a.g_vec;
-    const int jks = nthr / K4, ck = tid % K4, jk0 = tid / K4;
-    const bool kact = tid < jks * K4;
-    const int64_t kbase = s * rg.k0 + int64_t(kh) * rg.k2 + ck * 4;
-    const int64_t gbase = s * rg.g0 + int64_t(hv0) * rg.g2 + ck * 4;
-    float4 kr[UR], gr[UR];
-    float ksr[UR];
-#pragma unroll
-    for (int u = 0; u < UR; ++u) {
-      const int j = jk0 + u * jks;
-      if (kact && j < n_old) {
-        if (kv4) {
-          kr[u] = load4_any(rg.k, rg.k_dt, kbase + pos_of(j) * rg.k1);
-          ksr[u] = ks_at(j);
-        }
-        if (gv4) gr[u] = *reinterpret_cast<const float4*>(rg.g + gbase + pos_of(j) * rg.g1);
-      }
-    }
-    float vr[UV];
-#pragma unroll
-    for (int u = 0; u < UV; ++u) {
-      const int rr = tid + u * nthr;
-      if (rr < RB) vr[u] = act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt);
-    }
-    float og = 0.f;  // GDN old gate (head tid / n_old, record tid % n_old)
-    if (!KDA && tid < nh * n_old) og = rg.g[g_off(tid % n_old, tid / n_old)];
-
-    // The token: warp 0 prepares q̂, k̂ (and appends k); the others its gates and β.
-    float* KR = sm + lay.kr;  // [K] raw k of the token
-    if (warp == 0) {
-      float ks, kq;
-      warp_prep_qk(in, b, 0, kh, KV + int64_t(n_old) * K, QV, ks, kq, KR);
-      if (lane32 == 0) MISC[0] = kq;
-      if (blockIdx.x == 0) {  // one writer of the key head's record
-        __syncwarp();
-        const int64_t ko = s * rg.k0 + apos * rg.k1 + int64_t(kh) * rg.k2;
-        for (int i = lane32; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, KR[i]);
-        if (lane32 == 0) rg.ks[s * rg.ks0 + apos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
-      }
-    } else {
-      const int me = tid - 32, nt = nthr - 32;
-      for (int x = me; x < nh; x += nt) {
-        const float be = beta_at(in, b, 0, hv0 + x);
-        BETA[x] = be;
-        if (a.dual && g_writer)
-          static_cast<float*>(a.ring_beta.p)[s * a.ring_beta.s0 + apos * a.ring_beta.s1 + int64_t(hv0 + x) * a.ring_beta.s2] = be;
-      }
-      if (!KDA) {
-        for (int x = me; x < nh; x += nt) {
-          const float g = gate_at(in, false, b, 0, hv0 + x, 0);
-          if (g_writer) rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0 + x) * rg.g2] = g;
-          GS[x * (L + 1) + n_old] = g;
-        }
-      } else {
-        for (int k = me; k < K; k += nt) {
-          const float g = gate_at(in, true, b, 0, hv0, k);
-          if (g_writer) rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0) * rg.g2 + k] = g;
-          GS[n_old * K + k] = g;
-        }
-      }
-    }
-
-    // Stores (and the items past the registers: long rings, large tiles).
-    float* const dcol = DT + hd * vt + vd;
-#pragma unroll
-    for (int u = 0; u < UD; ++u) {
-      const int j = jd0 + u * jds;
-      if (dact && j < n_old) store4(dcol + j * RBM, dr[u]);
-    }
-    if (dact)
-      for (int j = jd0 + UD * jds; j < n_old; j += jds) store4(dcol + j * RBM, load4_any(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1));
-#pragma unroll
-    for (int u = 0; u < UR; ++u) {
-      const int j = jk0 + u * jks;
-      if (kact && j < n_old) {
-        if (kv4) {
-          const float4 k = kr[u];
-          const float ks = ksr[u];
-          store4(KV + j * K + ck * 4, make_float4(k.x * ks, k.y * ks, k.z * ks, k.w * ks));
-        }
-        if (gv4) store4(GS + j * K + ck * 4, gr[u]);
-      }
-    }
-    if (kact) {
-      for (int j = jk0 + UR * jks; j < n_old; j += jks) {
-        if (kv4) {
-          const float4 k = load4_any(rg.k, rg.k_dt, kbase + pos_of(j) * rg.k1);
-          const float ks = ks_at(j);
-          store4(KV + j * K + ck * 4, make_float4(k.x * ks, k.y * ks, k.z * ks, k.w * ks));
-        }
-        if (gv4) store4(GS + j * K + ck * 4, *reinterpret_cast<const float4*>(rg.g + gbase + pos_of(j) * rg.g1));
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < UV; ++u) {
-      const int rr = tid + u * nthr;
-      if (rr < RB) VS[rr] = vr[u];
-    }
-    for (int rr = tid + UV * nthr; rr < RB; rr += nthr) VS[rr] = act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt);
-    if (!KDA) {
-      if (tid < nh * n_old) GS[(tid / n_old) * (L + 1) + tid % n_old] = og;
-      for (int x = tid + nthr; x < nh * n_old; x += nthr) GS[(x / n_old) * (L + 1) + x % n_old] = rg.g[g_off(x % n_old, x / n_old)];
-    }
-    // Records not aligned to 4 elements (or tiles wider than the block).
-    if (!kv4)
-      for (int x = tid; x < n_old * K; x += nthr) KV[x] = load_any(rg.k, rg.k_dt, k_off(x / K) + x % K) * ks_at(x / K);
-    if (!dv4)
-      for (int x = tid; x < n_old * RB; x += nthr)
-        DT[(x / RB) * RBM + x % RB] = load_any(rg.d, rg.d_dt, d_off(x / RB, (x % RB) / vt, (x % RB) % vt));
-    if (KDA && !gv4)
-      for (int x = tid; x < n_old * K; x += nthr) GS[x] = rg.g[g_off(x / K, 0) + x % K];
-    __syncthreads();
-    if (a.dual)  // v_j as it arrived (VS holds it until phase 3)
-      for (int rr = tid; rr < RB; rr += nthr)
-        store_any(a.ring_v.p, a.ring_v.dt,
-                  s * a.ring_v.s0 + apos * a.ring_v.s1 + int64_t(hv0 + rr / vt) * a.ring_v.s2 + v0 + rr % vt, VS[rr]);
-
-    // Phase 2: decays c_j by suffix sums of the gates (no difference of large
-    // prefix sums), from the token's gate (no flush) or the new checkpoint
-    // (flush); GDN also the key products (independent of the decays).
-    if (!KDA) {
-      for (int hl = tid; hl < nh; hl += nthr) {
-        const float* g = GS + hl * (L + 1);
-        float suf = flush ? 0.f : g[n_old];
-        for (int j = n_old - 1; j >= 0; --j) {
-          CO[hl * L + j] = expf(suf);
-          suf += g[j];
-        }
-        if (flush) {
-          E0[hl] = expf(suf);
-          EU[hl] = expf(g[n_old]);
-        } else {
-          EU[hl] = expf(suf);
-        }
-      }
-      if (!flush) {
-        const float* kt = KV + int64_t(n_old) * K;
-        for (int j = warp; j < n_old; j += nwarps) {
-          float dk = 0.f, dq = 0.f;
-          for (int i = lane32; i < K; i += 32) {
-            const float kj = KV[j * K + i];
-            dk += kj * kt[i];
-            dq += kj * QV[i];
-          }
-          dk = warp_sum(dk);
-          dq = warp_sum(dq);
-          if (lane32 == 0) {
-            DK[j] = dk;
-            DQ[j] = dq;
-          }
-        }
-      }
-    } else {
-      for (int k = tid; k < K; k += nthr) {
-        float suf = flush ? 0.f : GS[n_old * K + k];
-        for (int j = n_old - 1; j >= 0; --j) {
-          KV[j * K + k] *= expf(suf);
-          suf += GS[j * K + k];
-        }
-        const float e = expf(suf), eu = flush ? expf(GS[n_old * K + k]) : e;
-        if (flush) E0V[k] = e;
-        UK[k] = eu * KV[n_old * K + k];
-        UQ[k] = eu * QV[k];
-      }
-      __syncthreads();
-      if (!flush) {
-        for (int j = warp; j < n_old; j += nwarps) {
-          float wk = 0.f, wq = 0.f;
-          for (int i = lane32; i < K; i += 32) {
-            const float f = KV[j * K + i];
-            wk += f * KV[n_old * K + i];
-            wq += f * QV[i];
-          }
-          wk = warp_sum(wk);
-          wq = warp_sum(wq);
-          if (lane32 == 0) {
-            DK[j] = wk;
-            DQ[j] = wq;
-          }
-        }
-      }
-    }
-    __syncthreads();
-
-    // Phase 3: per row, the history terms (no flush) or the fold weights of
-    // the d's (GDN flush: d_j c_j).
-    for (int rr = tid; rr < RB; rr += nthr) {
-      const int hl = rr / vt;
-      float hk = 0.f, hq = 0.f;
-      if (flush) {
-        if (!KDA)
-          for (int j = 0; j < n_old; ++j) DT[j * RBM + rr] *= CO[hl * L + j];
-      } else {
-        for (int j = 0; j < n_old; ++j) {
-          const float w = KDA ? DT[j * RBM + rr] : DT[j * RBM + rr] * CO[hl * L + j];
-          hk += w * DK[j];
-          hq += w * DQ[j];
-        }
-      }
-      VS[rr] = BETA[hl] * (VS[rr] - hk);
-      HQ[rr] = hq;
-    }
-    __syncthreads();
-
-  } else {  // the records of the preparation kernel
-    const float* pk = key_rec();
-    for (int i = tid; i < K; i += nthr) {
-      UKT[i] = pk[i];
-      UQT[i] = pk[K4P + i];
-    }
-    if (tid == 0) MISC[0] = pk[2 * K4P];
-    for (int x = tid; x < nh; x += nthr) {
-      const float* ph = head_rec(x);
-      EU[x] = ph[0];
-      BETA[x] = ph[1];
-    }
-    for (int rr = tid; rr < RB; rr += nthr) {
-      const int hl = rr / vt, vl = rr - hl * vt;
-      const float* ph = head_rec(hl) + 4 + v0 + vl;
-      VS[rr] = ph[0];
-      HQ[rr] = ph[V4P];
-    }
-    __syncthreads();
+  for (int u = 0; u < UD; ++u) {
+    const int j = jd0 + u * jds;
+    if (dact && j < n_old) dr[u] = load4_any(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1);
   }
-  if constexpr (PREP) {  // hand phase 4's inputs to the stream kernel
-    float* pk = key_rec();
+  // Old keys (and KDA gates): column ck = 4 key channels.
+  const bool kv4 = a.k_vec, gv4 = KDA && a.g_vec;
+  const int jks = nthr / K4, ck = tid % K4, jk0 = tid / K4;
+  const bool kact = tid < jks * K4;
+  const int64_t kbase = s * rg.k0 + int64_t(kh) * rg.k2 + ck * 4;
+  const int64_t gbase = s * rg.g0 + int64_t(hv0) * rg.g2 + ck * 4;
+  float4 kr[UR], gr[UR];
+  float ksr[UR];
+#pragma unroll
+  for (int u = 0; u < UR; ++u) {
+    const int j = jk0 + u * jks;
+    if (kact && j < n_old) {
+      if (kv4) {
+        kr[u] = load4_any(rg.k, rg.k_dt, kbase + pos_of(j) * rg.k1);
+        ksr[u] = ks_at(j);
+      }
+      if (gv4) gr[u] = *reinterpret_cast<const float4*>(rg.g + gbase + pos_of(j) * rg.g1);
+    }
+  }
+  float vr[UV];
+#pragma unroll
+  for (int u = 0; u < UV; ++u) {
+    const int rr = tid + u * nthr;
+    if (rr < RB) vr[u] = act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt);
+  }
+  float og = 0.f;  // GDN old gate (head tid / n_old, record tid % n_old)
+  if (!KDA && tid < nh * n_old) og = rg.g[g_off(tid % n_old, tid / n_old)];
+
+  // The token: warp 0 prepares q̂, k̂ (and appends k); the others its gates and β.
+  float* KR = sm + lay.kr;  // [K] raw k of the token
+  if (warp == 0) {
+    float ks, kq;
+    warp_prep_qk(in, b, 0, kh, KV + int64_t(n_old) * K, QV, ks, kq, KR);
+    if (lane32 == 0) MISC[0] = kq;
     if (blockIdx.x == 0) {  // one writer of the key head's record
-      for (int i = tid; i < K; i += nthr) {
-        pk[i] = UKT[i];
-        pk[K4P + i] = UQT[i];
-      }
-      if (tid == 0) pk[2 * K4P] = MISC[0];
+      __syncwarp();
+      const int64_t ko = s * rg.k0 + apos * rg.k1 + int64_t(kh) * rg.k2;
+      for (int i = lane32; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, KR[i]);
+      if (lane32 == 0) rg.ks[s * rg.ks0 + apos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
     }
-    if (vtile == 0)
-      for (int x = tid; x < nh; x += nthr) {
-        float* ph = head_rec(x);
-        ph[0] = KDA ? 1.f : EU[x];
-        ph[1] = BETA[x];
-      }
-    for (int rr = tid; rr < RB; rr += nthr) {
-      const int hl = rr / vt, vl = rr - hl * vt;
-      float* ph = head_rec(hl) + 4 + v0 + vl;
-      ph[0] = VS[rr];
-      ph[V4P] = HQ[rr];
+  } else {
+    const int me = tid - 32, nt = nthr - 32;
+    for (int x = me; x < nh; x += nt) {
+      const float be = beta_at(in, b, 0, hv0 + x);
+      BETA[x] = be;
+      if (a.dual && g_writer)
+        static_cast<float*>(a.ring_beta.p)[s * a.ring_beta.s0 + apos * a.ring_beta.s1 + int64_t(hv0 + x) * a.ring_beta.s2] = be;
     }
-    return;
+    if (!KDA) {
+      for (int x = me; x < nh; x += nt) {
+        const float g = gate_at(in, false, b, 0, hv0 + x, 0);
+        if (g_writer) rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0 + x) * rg.g2] = g;
+        GS[x * (L + 1) + n_old] = g;
+      }
+    } else {
+      for (int k = me; k < K; k += nt) {
+        const float g = gate_at(in, true, b, 0, hv0, k);
+        if (g_writer) rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0) * rg.g2 + k] = g;
+        GS[n_old * K + k] = g;
+      }
+    }
   }
+
+  // Stores (and the items past the registers: long rings, large tiles).
+  float* const dcol = DT + hd * vt + vd;
+#pragma unroll
+  for (int u = 0; u < UD; ++u) {
+    const int j = jd0 + u * jds;
+    if (dact && j < n_old) store4(dcol + j * RBM, dr[u]);
+  }
+  if (dact)
+    for (int j = jd0 + UD * jds; j < n_old; j += jds) store4(dcol + j * RBM, load4_any(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1));
+#pragma unroll
+  for (int u = 0; u < UR; ++u) {
+    const int j = jk0 + u * jks;
+    if (kact && j < n_old) {
+      if (kv4) {
+        const float4 k = kr[u];
+        const float ks = ksr[u];
+        store4(KV + j * K + ck * 4, make_float4(k.x * ks, k.y * ks, k.z * ks, k.w * ks));
+      }
+      if (gv4) store4(GS + j * K + ck * 4, gr[u]);
+    }
+  }
+  if (kact) {
+    for (int j = jk0 + UR * jks; j < n_old; j += jks) {
+      if (kv4) {
+        const float4 k = load4_any(rg.k, rg.k_dt, kbase + pos_of(j) * rg.k1);
+        const float ks = ks_at(j);
+        store4(KV + j * K + ck * 4, make_float4(k.x * ks, k.y * ks, k.z * ks, k.w * ks));
+      }
+      if (gv4) store4(GS + j * K + ck * 4, *reinterpret_cast<const float4*>(rg.g + gbase + pos_of(j) * rg.g1));
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < UV; ++u) {
+    const int rr = tid + u * nthr;
+    if (rr < RB) VS[rr] = vr[u];
+  }
+  for (int rr = tid + UV * nthr; rr < RB; rr += nthr) VS[rr] = act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt);
+  if (!KDA) {
+    if (tid < nh * n_old) GS[(tid / n_old) * (L + 1) + tid % n_old] = og;
+    for (int x = tid + nthr; x < nh * n_old; x += nthr) GS[(x / n_old) * (L + 1) + x % n_old] = rg.g[g_off(x % n_old, x / n_old)];
+  }
+  // Records not aligned to 4 elements (or tiles wider than the block).
+  if (!kv4)
+    for (int x = tid; x < n_old * K; x += nthr) KV[x] = load_any(rg.k, rg.k_dt, k_off(x / K) + x % K) * ks_at(x / K);
+  if (!dv4)
+    for (int x = tid; x < n_old * RB; x += nthr)
+      DT[(x / RB) * RBM + x % RB] = load_any(rg.d, rg.d_dt, d_off(x / RB, (x % RB) / vt, (x % RB) % vt));
+  if (KDA && !gv4)
+    for (int x = tid; x < n_old * K; x += nthr) GS[x] = rg.g[g_off(x / K, 0) + x % K];
+  __syncthreads();
+  if (a.dual)  // v_j as it arrived (VS holds it until phase 3)
+    for (int rr = tid; rr < RB; rr += nthr)
+      store_any(a.ring_v.p, a.ring_v.dt,
+                s * a.ring_v.s0 + apos * a.ring_v.s1 + int64_t(hv0 + rr / vt) * a.ring_v.s2 + v0 + rr % vt, VS[rr]);
+
+  // Phase 2: decays c_j by suffix sums of the gates (no difference of large
+  // prefix sums), from the token's gate (no flush) or the new checkpoint
+  // (flush); GDN also the key products (independent of the decays).
+  if (!KDA) {
+    for (int hl = tid; hl < nh; hl += nthr) {
+      const float* g = GS + hl * (L + 1);
+      float suf = flush ? 0.f : g[n_old];
+      for (int j = n_old - 1; j >= 0; --j) {
+        CO[hl * L + j] = expf(suf);
+        suf += g[j];
+      }
+      if (flush) {
+        E0[hl] = expf(suf);
+        EU[hl] = expf(g[n_old]);
+      } else {
+        EU[hl] = expf(suf);
+      }
+    }
+    if (!flush) {
+      const float* kt = KV + int64_t(n_old) * K;
+      for (int j = warp; j < n_old; j += nwarps) {
+        float dk = 0.f, dq = 0.f;
+        for (int i = lane32; i < K; i += 32) {
+          const float kj = KV[j * K + i];
+          dk += kj * kt[i];
+          dq += kj * QV[i];
+        }
+        dk = warp_sum(dk);
+        dq = warp_sum(dq);
+        if (lane32 == 0) {
+          DK[j] = dk;
+          DQ[j] = dq;
+        }
+      }
+    }
+  } else {
+    for (int k = tid; k < K; k += nthr) {
+      float suf = flush ? 0.f : GS[n_old * K + k];
+      for (int j = n_old - 1; j >= 0; --j) {
+        KV[j * K + k] *= expf(suf);
+        suf += GS[j * K + k];
+      }
+      const float e = expf(suf), eu = flush ? expf(GS[n_old * K + k]) : e;
+      if (flush) E0V[k] = e;
+      UK[k] = eu * KV[n_old * K + k];
+      UQ[k] = eu * QV[k];
+    }
+    __syncthreads();
+    if (!flush) {
+      for (int j = warp; j < n_old; j += nwarps) {
+        float wk = 0.f, wq = 0.f;
+        for (int i = lane32; i < K; i += 32) {
+          const float f = KV[j * K + i];
+          wk += f * KV[n_old * K + i];
+          wq += f * QV[i];
+        }
+        wk = warp_sum(wk);
+        wq = warp_sum(wq);
+        if (lane32 == 0) {
+          DK[j] = wk;
+          DQ[j] = wq;
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  // Phase 3: per row, the history terms (no flush) or the fold weights of
+  // the d's (GDN flush: d_j c_j).
+  for (int rr = tid; rr < RB; rr += nthr) {
+    const int hl = rr / vt;
+    float hk = 0.f, hq = 0.f;
+    if (flush) {
+      if (!KDA)
+        for (int j = 0; j < n_old; ++j) DT[j * RBM + rr] *= CO[hl * L + j];
+    } else {
+      for (int j = 0; j < n_old; ++j) {
+        const float w = KDA ? DT[j * RBM + rr] : DT[j * RBM + rr] * CO[hl * L + j];
+        hk += w * DK[j];
+        hq += w * DQ[j];
+      }
+    }
+    VS[rr] = BETA[hl] * (VS[rr] - hk);
+    HQ[rr] = hq;
+  }
+  __syncthreads();
 
   if constexpr (BULK) {
     // Phase 4 (bulk): sweep k's rows from stage k % NST; warp w takes rows
@@ -556,11 +480,13 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, PREP  ? REPLAY1_PREP_MIN_BLOC
     constexpr int E = 16 / int(sizeof(TS)), LPB = R1B_K / E, RPL = 32 / LPB, RQ = r1b_rq(KDA), BR = RQ * RPL;
     const int lr = lane32 & (LPB - 1), sub = lane32 / LPB;
     const float kq = MISC[0];
+    const float* const ukp = KDA ? UK : KV + int64_t(n_old) * K;
+    const float* const uqp = KDA ? UQ : QV;
     float ukr[E], uqr[E], e0r[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      ukr[e] = UKT[lr * E + e];
-      uqr[e] = UQT[lr * E + e];
+      ukr[e] = ukp[lr * E + e];
+      uqr[e] = uqp[lr * E + e];
       e0r[e] = KDA && flush ? E0V[lr * E + e] : 0.f;
     }
     const int64_t d_base = s * rg.d0 + apos * rg.d1 + v0;
@@ -638,8 +564,8 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, PREP  ? REPLAY1_PREP_MIN_BLOC
   // v0 + vl), advanced without divisions; the refill row (rr + P·rpp) likewise.
   const float kq = MISC[0];
   RW uk, uq;  // the two vectors every row is multiplied with, in registers
-  uk.load_shared(UKT, lane, lpr, K);
-  uq.load_shared(UQT, lane, lpr, K);
+  uk.load_shared(KDA ? UK : KV + int64_t(n_old) * K, lane, lpr, K);
+  uq.load_shared(KDA ? UQ : QV, lane, lpr, K);
   auto advance = [&](int& h, int& v, int by) {
     v += by;
     while (v >= vt) {

@@ -281,24 +281,14 @@ TEST(DeltaGpu, SnapshotDecode) {
   }
 }
 
-// The caller's workspace of a T = 1 replay step on the cuda backend (the
-// split step: preparation kernel, then the stream kernel).
-std::unique_ptr<DeviceScratch> split_scratch(const Cfg& c, int64_t B, int64_t T, int64_t L) {
-  const size_t bytes = delta_workspace_bytes(c.f, SsmOp::replay_step, {c.s.H, c.s.HV, c.s.K, c.s.V}, B, T, L,
-                                             cuda_exec());
-  return std::make_unique<DeviceScratch>(bytes);
-}
-
 // Replay steps of T tokens (T = 1: commit_all; T > 1: random acceptances
 // committed by the next step), compared after every step.
 // max_err, when given, receives the largest relative output error of the run.
-// split: the cuda calls get a workspace (poisoned before every call).
 void replay_run(const Cfg& c, int64_t B, int64_t S, int64_t L, int64_t T, int steps, uint32_t seed,
-                bool check_pool_each_step, double* max_err = nullptr, bool split = false) {
+                bool check_pool_each_step, double* max_err = nullptr) {
   std::mt19937 rng(seed);
   Pool pool(c, S, L, T, rng);
   Pair slot = make_slots(B, S, B > 2 ? 1 : -1, -1, rng);
-  const auto scratch = split ? split_scratch(c, B, T, L) : nullptr;
   bool pending = false;
   for (int step = 0; step < steps; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
@@ -310,15 +300,10 @@ void replay_run(const Cfg& c, int64_t B, int64_t S, int64_t L, int64_t T, int st
       acc.upload();
     }
     const bool commit_all = T == 1;
-    Exec ce = cuda_exec();
-    if (scratch) {
-      scratch->poison();
-      ce.workspace = scratch->workspace();
-    }
     delta_replay_step(c.f, in.step(false, slot, -1), pool.view(false), acc.h.t().defined() ? acc.ht() : Tensor{},
                       commit_all, ref_exec());
     delta_replay_step(c.f, in.step(true, slot, -1), pool.view(true), acc.h.t().defined() ? acc.dt() : Tensor{},
-                      commit_all, ce);
+                      commit_all, cuda_exec());
     sync();
     pending = !commit_all;
     const HostTensor o = in.o.fetch();
@@ -340,61 +325,6 @@ TEST(DeltaGpu, ReplayStep) {
   }
 }
 
-// The split T = 1 step (a workspace: preparation kernel + stream kernel as
-// its programmatic dependent) on every configuration; L = 4 flushes at steps
-// 4 and 8 (flushing rows prepare in the stream kernel).
-TEST(DeltaGpu, ReplayStepSplit) {
-  RSSM_SKIP_WITHOUT_GPU();
-  uint32_t seed = 10;
-  for (const Cfg& c : configs()) {
-    SCOPED_TRACE(name(c));
-    const bool big = c.s.HV * c.s.V * c.s.K > (1 << 20);
-    replay_run(c, 3, 6, 4, 1, big ? 7 : 12, seed++, !big, nullptr, true);
-    if (::testing::Test::HasFailure()) return;
-  }
-}
-
-// The split step computes what the single kernel computes, in the same
-// order: outputs, records, cursors and checkpoints byte-identical, at 40 rows
-// (production tiles) with random ring starts and flushes.
-TEST(DeltaGpu, ReplaySplitBitIdentical) {
-  RSSM_SKIP_WITHOUT_GPU();
-  const Cfg cfgs[] = {{DeltaFamily::gdn, {16, 64, 128, 128}},
-                      {DeltaFamily::gdn, {16, 64, 128, 128}, DType::bf16},
-                      {DeltaFamily::kda, {32, 32, 128, 128}},
-                      {DeltaFamily::gdn, {4, 8, 96, 96}, DType::f32, DType::bf16, DType::f32, DType::bf16},
-                      {DeltaFamily::kda, {2, 8, 64, 32}, DType::f16, DType::bf16, DType::bf16, DType::f32, false}};
-  for (const Cfg& c : cfgs) {
-    SCOPED_TRACE(name(c));
-    std::mt19937 rng(90), rng2(90);
-    const int64_t B = 40, S = 41, L = 4;
-    Pool one(c, S, L, 1, rng), two(c, S, L, 1, rng2);
-    Pair slot = make_slots(B, S, 1, -1, rng);
-    const auto scratch = split_scratch(c, B, 1, L);
-    for (int step = 0; step < 6; ++step) {
-      SCOPED_TRACE("step " + std::to_string(step));
-      Inputs in(c, {B, 1}, rng);
-      Exec ce = cuda_exec();
-      delta_replay_step(c.f, in.step(true, slot, -1), one.view(true), Tensor{}, true, ce);
-      sync();
-      const HostTensor o1 = in.o.fetch();
-      in.o.h.fill_nan();
-      in.o.d->upload(in.o.h);
-      scratch->poison();
-      ce.workspace = scratch->workspace();
-      delta_replay_step(c.f, in.step(true, slot, -1), two.view(true), Tensor{}, true, ce);
-      sync();
-      EXPECT_TRUE(in.o.fetch().bytes_equal(o1)) << "outputs";
-      EXPECT_TRUE(one.state.fetch().bytes_equal(two.state.fetch())) << "state";
-      EXPECT_TRUE(one.rd.fetch().bytes_equal(two.rd.fetch())) << "ring_d";
-      EXPECT_TRUE(one.rk.fetch().bytes_equal(two.rk.fetch())) << "ring_k";
-      EXPECT_TRUE(one.rg.fetch().bytes_equal(two.rg.fetch())) << "ring_g";
-      EXPECT_TRUE(one.cur.fetch().bytes_equal(two.cur.fetch())) << "cursors";
-      if (::testing::Test::HasFailure()) return;
-    }
-  }
-}
-
 // T = 1 replay and decode at 40 rows, where the launchers pick their
 // production tiles (GDN: a whole key head of 4 value heads per replay block,
 // decode blocks over several stage rounds and heads; KDA: whole heads), not the split tiles
@@ -408,8 +338,7 @@ TEST(DeltaGpu, ProductionTiles) {
                       {DeltaFamily::kda, {32, 32, 128, 128}}};
   for (const Cfg& c : cfgs) {
     SCOPED_TRACE(name(c) + " 40 rows");
-    replay_run(c, 40, 41, 4, 1, 6, seed, false);  // L = 4: a flush at step 4
-    replay_run(c, 40, 41, 4, 1, 6, seed++, false, nullptr, true);  // the split step
+    replay_run(c, 40, 41, 4, 1, 6, seed++, false);  // L = 4: a flush at step 4
     decode_run(c, 40, 41, 1, rng);
     if (::testing::Test::HasFailure()) return;
   }
@@ -425,8 +354,7 @@ TEST(DeltaGpu, ReplayBulkSmall) {
     for (DType st : {DType::f32, DType::bf16}) {
       const Cfg c{f, {1, 2, 128, 128}, st};
       SCOPED_TRACE(name(c));
-      replay_run(c, 3, 6, 4, 1, 9, seed, true);
-      replay_run(c, 3, 6, 4, 1, 9, seed++, true, nullptr, true);  // the split step
+      replay_run(c, 3, 6, 4, 1, 9, seed++, true);
       if (::testing::Test::HasFailure()) return;
     }
 }
@@ -511,21 +439,17 @@ RSSM_GPU_TEST_PARTS(DeltaGpuSpeculativeWindows);
 // Long run: 2,000 steps at batch 2, L = 16, checkpoints compared after flushes.
 TEST(DeltaGpu, LongRun) {
   RSSM_SKIP_WITHOUT_GPU();
-  for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda})
-  for (bool split : {false, true}) {
+  for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda}) {
     const Cfg c{f, {2, 4, 64, 64}, DType::f32, DType::bf16};
-    SCOPED_TRACE(name(c) + (split ? " split step" : ""));
+    SCOPED_TRACE(name(c));
     std::mt19937 rng(7);
     const int64_t B = 2, S = 3, L = 16;
     Pool pool(c, S, L, 1, rng);
     Pair slot = make_slots(B, S, -1, -1, rng);
-    const auto scratch = split ? split_scratch(c, B, 1, L) : nullptr;
-    Exec ce = cuda_exec();
-    if (split) ce.workspace = scratch->workspace();
     for (int step = 0; step < 2000; ++step) {
       Inputs in(c, {B, 1}, rng);
       delta_replay_step(f, in.step(false, slot, -1), pool.view(false), Tensor{}, true, ref_exec());
-      delta_replay_step(f, in.step(true, slot, -1), pool.view(true), Tensor{}, true, ce);
+      delta_replay_step(f, in.step(true, slot, -1), pool.view(true), Tensor{}, true, cuda_exec());
       sync();
       const double e = rel_err(in.o.fetch().to_f64(), in.o.h.to_f64());
       ASSERT_LE(e, tol(c)) << "o at step " << step;
@@ -621,51 +545,6 @@ TEST(DeltaGpu, GraphReplayChangingAcceptances) {
       if (::testing::Test::HasFailure()) break;
     }
     EXPECT_GE(flushes, 20) << "the schedule must flush";
-    cudaGraphExecDestroy(gexec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(cs);
-  }
-}
-
-// The split T = 1 step (preparation kernel + programmatic dependent stream
-// kernel) captured once in a CUDA graph with its workspace, replayed 240
-// times with new inputs; L = 8, so rows flush every eighth replay.
-TEST(DeltaGpu, GraphReplaySplitStep) {
-  RSSM_SKIP_WITHOUT_GPU();
-  std::mt19937 rng(43);
-  for (const Cfg& c : {Cfg{DeltaFamily::gdn, {2, 8, 128, 128}}, Cfg{DeltaFamily::kda, {4, 4, 128, 128}}}) {
-    SCOPED_TRACE(name(c));
-    const int64_t B = 3, S = 6, L = 8;
-    Pool pool(c, S, L, 1, rng);
-    Pair slot = make_slots(B, S, 1, -1, rng);
-    Inputs in(c, {B, 1}, rng);
-    const auto scratch = split_scratch(c, B, 1, L);
-    cudaStream_t cs;
-    RSSM_CUDA_OK(cudaStreamCreate(&cs));
-    Exec ge = cuda_exec();
-    ge.stream = cs;
-    ge.workspace = scratch->workspace();
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t gexec = nullptr;
-    RSSM_CUDA_OK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
-    delta_replay_step(c.f, in.step(true, slot, -1), pool.view(true), Tensor{}, true, ge);
-    RSSM_CUDA_OK(cudaStreamEndCapture(cs, &graph));
-    RSSM_CUDA_OK(cudaGraphInstantiate(&gexec, graph, 0));
-    for (int it = 0; it < 240; ++it) {
-      in.q.h.fill_normal(rng, 0, 1);
-      in.k.h.fill_normal(rng, 0, 1);
-      in.v.h.fill_normal(rng, 0, 1);
-      in.g.h.fill_normal(rng, 0, 1.5);
-      in.beta.h.fill_normal(rng, 0, 1.5);
-      in.o.h.fill_nan();
-      for (Pair* p : {&in.q, &in.k, &in.v, &in.g, &in.beta, &in.o}) p->d->upload(p->h);
-      RSSM_CUDA_OK(cudaGraphLaunch(gexec, cs));
-      RSSM_CUDA_OK(cudaStreamSynchronize(cs));
-      delta_replay_step(c.f, in.step(false, slot, -1), pool.view(false), Tensor{}, true, ref_exec());
-      expect_close(in.o.fetch(), in.o.h, tol(c), "o, replay " + std::to_string(it));
-      if (it % 8 == 7 || it == 239) pool.expect_equal(c, "replay " + std::to_string(it));
-      if (::testing::Test::HasFailure()) break;
-    }
     cudaGraphExecDestroy(gexec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(cs);
@@ -835,8 +714,6 @@ TEST(DeltaGpu, SlotOps) {
 
 TEST(DeltaGpu, DeviceStatusBadSlot) {
   RSSM_SKIP_WITHOUT_GPU();
-  for (bool split : {false, true}) {
-  SCOPED_TRACE(split ? "split step" : "one kernel");
   std::mt19937 rng(5);
   const Cfg c{DeltaFamily::gdn, {2, 4, 64, 64}};
   const int64_t B = 3, S = 4;
@@ -855,10 +732,7 @@ TEST(DeltaGpu, DeviceStatusBadSlot) {
   ref_slot.h = index_tensor({int64_t(slot.h.get(0)), -1, int64_t(slot.h.get(2))});
   ref_slot.upload();
   delta_replay_step(c.f, in.step(false, ref_slot, -1), pool.view(false), Tensor{}, true, ref_exec());
-  Exec ce = cuda_exec(status);
-  const auto scratch = split ? split_scratch(c, B, 1, 4) : nullptr;
-  if (split) ce.workspace = scratch->workspace();
-  delta_replay_step(c.f, in.step(true, bad, -1), pool.view(true), Tensor{}, true, ce);
+  delta_replay_step(c.f, in.step(true, bad, -1), pool.view(true), Tensor{}, true, cuda_exec(status));
   sync();
   int32_t bits = 0;
   RSSM_CUDA_OK(cudaMemcpy(&bits, status, sizeof(bits), cudaMemcpyDeviceToHost));
@@ -873,39 +747,6 @@ TEST(DeltaGpu, DeviceStatusBadSlot) {
   Exec e = cuda_exec(status);
   EXPECT_THROW(check_device_status(e, "delta_gpu_test"), Error);
   cudaFree(status);
-  }
-}
-
-// A workspace the split step cannot use (too small, misaligned) is rejected
-// naming 'workspace' before anything is written: outputs stay NaN, pool and
-// cursors unchanged.
-TEST(DeltaGpu, SplitWorkspaceRejectedWritesNothing) {
-  RSSM_SKIP_WITHOUT_GPU();
-  std::mt19937 rng(6);
-  const Cfg c{DeltaFamily::kda, {2, 2, 64, 64}};
-  const int64_t B = 3, S = 4, L = 4;
-  Pool pool(c, S, L, 1, rng);
-  Pair slot = make_slots(B, S, -1, -1, rng);
-  Inputs in(c, {B, 1}, rng);
-  const auto scratch = split_scratch(c, B, 1, L);
-  const Workspace full = scratch->workspace();
-  for (const Workspace w : {Workspace{full.data, full.bytes - 64},
-                            Workspace{static_cast<char*>(full.data) + 16, full.bytes - 64}}) {
-    Exec ce = cuda_exec();
-    ce.workspace = w;
-    try {
-      delta_replay_step(c.f, in.step(true, slot, -1), pool.view(true), Tensor{}, true, ce);
-      ADD_FAILURE() << "accepted a workspace of " << w.bytes << " bytes";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("workspace"), std::string::npos) << e.what();
-    }
-    sync();
-    const HostTensor o = in.o.fetch();
-    for (int64_t i = 0; i < o.numel(); ++i) ASSERT_TRUE(std::isnan(o.get(i))) << "output written";
-    pool.expect_equal(c, "rejected workspace");
-  }
-  EXPECT_EQ(delta_workspace_bytes(c.f, SsmOp::replay_step, {2, 2, 64, 64}, B, 2, L, cuda_exec()), 0u)
-      << "T > 1 needs no workspace";
 }
 
 }  // namespace

@@ -64,26 +64,6 @@ class DeviceTensor {
   Tensor t_;
 };
 
-// Device scratch for Exec::workspace, poisoned with 0xFF bytes (NaN floats)
-// on allocation and by poison(), so a call that reads scratch it did not
-// write first shows it in its outputs.
-class DeviceScratch {
- public:
-  explicit DeviceScratch(size_t bytes) : bytes_(bytes) {
-    if (cudaMalloc(&ptr_, bytes_ ? bytes_ : 1) != cudaSuccess) throw std::runtime_error("cudaMalloc");
-    poison();
-  }
-  DeviceScratch(const DeviceScratch&) = delete;
-  DeviceScratch& operator=(const DeviceScratch&) = delete;
-  ~DeviceScratch() { cudaFree(ptr_); }
-  void poison() { cudaMemset(ptr_, 0xFF, bytes_); }
-  Workspace workspace() const { return Workspace{ptr_, bytes_}; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-
 // Slot `slot` of a pool tensor whose leading dimension is the slot
 // (contiguous), from the device and from a host copy, as flat tensors.
 inline HostTensor slot_slice(const Tensor& t, int64_t slot, bool on_device) {
