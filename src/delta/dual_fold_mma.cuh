@@ -104,13 +104,25 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
       };
       if (warp < ntiles) load_tile(warp);  // in flight during the preparation
       if (count > 0) {
+        // Records: every load of an item issued before its stores (k, ks,
+        // KDA g and, for K = V, v in one pass: one round trip).
+        const int nkv = count * max(K, V);
 #pragma unroll 4
-        for (int x = tid; x < count * K; x += nthr) {
-          const int j = x / K, i = x % K;
-          const int64_t pos = ring_pos(start, j, rg.R);
-          KH[x] = load_any(rg.k, rg.k_dt, s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2 + i) *
-                  rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2];
-          if (KDA) GJ[x] = rg.g[s * rg.g0 + pos * rg.g1 + int64_t(hv) * rg.g2 + i];
+        for (int x = tid; x < nkv; x += nthr) {
+          const int jk = x / K, i = x - jk * K, jv = x / V, v = x - jv * V;
+          const bool hk = jk < count, hvr = jv < count;
+          const int64_t pk = ring_pos(start, hk ? jk : 0, rg.R), pv = ring_pos(start, hvr ? jv : 0, rg.R);
+          const float kk = hk ? load_any(rg.k, rg.k_dt, s * rg.k0 + pk * rg.k1 + int64_t(kh) * rg.k2 + i) : 0.f;
+          const float ks = hk ? rg.ks[s * rg.ks0 + pk * rg.ks1 + int64_t(kh) * rg.ks2] : 0.f;
+          const float gg = KDA && hk ? rg.g[s * rg.g0 + pk * rg.g1 + int64_t(hv) * rg.g2 + i] : 0.f;
+          const float vv = hvr ? load_any(a.ring_v.p, a.ring_v.dt,
+                                          s * a.ring_v.s0 + pv * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + v)
+                               : 0.f;
+          if (hk) {
+            KH[x] = kk * ks;
+            if (KDA) GJ[x] = gg;
+          }
+          if (hvr) VJ[x] = vv;
         }
         for (int j = tid; j < count; j += nthr) {
           const int64_t pos = ring_pos(start, j, rg.R);
@@ -118,51 +130,53 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
                                                            int64_t(hv) * a.ring_beta.s2];
           if (!KDA) GJ[j] = rg.g[s * rg.g0 + pos * rg.g1 + int64_t(hv) * rg.g2];
         }
-#pragma unroll 4
-        for (int x = tid; x < count * V; x += nthr) {
-          const int j = x / V, v = x - j * V;
-          const int64_t pos = ring_pos(start, j, rg.R);
-          VJ[x] = load_any(a.ring_v.p, a.ring_v.dt, s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + v);
-        }
         __syncthreads();
-        // W, F (split, in their fragment layouts; records past the chunk's
-        // end zero) and E, a thread per channel k.
-        for (int k = tid; k < K; k += nthr)
+        // W and E (prefix sums, threads x < K) and F (suffix sums, x ≥ K), split,
+        // in their fragment layouts, records past the chunk's end zero; a
+        // thread per (channel, direction).
+        for (int x = tid; x < 2 * K; x += nthr) {
+          const int k = x < K ? x : x - K;
           for (int c = 0; c < nch; ++c) {
             const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
-            float lam = 0.f;
-            for (int jj = 0; jj < FOLD_CH; ++jj) {
-              float w = 0.f;
-              if (jj < n) {
-                lam += KDA ? GJ[(c0 + jj) * K + k] : GJ[c0 + jj];
-                w = expf(lam) * KH[(c0 + jj) * K + k];
+            if (x < K) {
+              float lam = 0.f;
+              for (int jj = 0; jj < FOLD_CH; ++jj) {
+                float w = 0.f;
+                if (jj < n) {
+                  lam += KDA ? GJ[(c0 + jj) * K + k] : GJ[c0 + jj];
+                  w = expf(lam) * KH[(c0 + jj) * K + k];
+                }
+                uint32_t hi, lo;
+                tf32_split<true>(w, hi, lo);
+                uint32_t* u = WB + ((int64_t(c) * FOLD_CH + jj) * FOLD_WBP + k / 2) * 4;
+                u[k & 1] = hi;
+                u[2 + (k & 1)] = lo;
               }
-              uint32_t hi, lo;
-              tf32_split<true>(w, hi, lo);
-              uint32_t* u = WB + ((int64_t(c) * FOLD_CH + jj) * FOLD_WBP + k / 2) * 4;
-              u[k & 1] = hi;
-              u[2 + (k & 1)] = lo;
-            }
-            E[c * K + k] = expf(lam);
-            float suf = 0.f;
-            for (int jj = FOLD_CH - 1; jj >= 0; --jj) {
-              float fv = 0.f;
-              if (jj < n) {
-                fv = expf(suf) * KH[(c0 + jj) * K + k];
-                suf += KDA ? GJ[(c0 + jj) * K + k] : GJ[c0 + jj];
+              E[c * K + k] = expf(lam);
+            } else {
+              float suf = 0.f;
+              for (int jj = FOLD_CH - 1; jj >= 0; --jj) {
+                float fv = 0.f;
+                if (jj < n) {
+                  fv = expf(suf) * KH[(c0 + jj) * K + k];
+                  suf += KDA ? GJ[(c0 + jj) * K + k] : GJ[c0 + jj];
+                }
+                uint32_t hi, lo;
+                tf32_split<true>(fv, hi, lo);
+                const int r = jj & 7;
+                uint32_t* u = FB + ((int64_t(c) * K + k) * FOLD_FBS + (jj >> 3) * 4 + (r & 3)) * 4;
+                u[r >> 2] = hi;
+                u[2 + (r >> 2)] = lo;
               }
-              uint32_t hi, lo;
-              tf32_split<true>(fv, hi, lo);
-              const int r = jj & 7;
-              uint32_t* u = FB + ((int64_t(c) * K + k) * FOLD_FBS + (jj >> 3) * 4 + (r & 3)) * 4;
-              u[r >> 2] = hi;
-              u[2 + (r >> 2)] = lo;
             }
           }
-        // M: a warp per (chunk, i), lanes over the channels, j running up.
+        }
+        // M: a warp per (chunk, i), lanes over the channels, j running up;
+        // warp w takes i = w and i = n − 1 − w (n − 1 pairs per warp at n = 16).
         for (int c = 0; c < nch; ++c) {
           const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
-          for (int i = warp; i < n; i += nwarps) {
+          for (int q = 2 * warp; q < n; q += (q & 1) ? 2 * nwarps - 1 : 1) {  // q = 2·w2 + side
+            const int i = (q & 1) == 0 ? q / 2 : n - 1 - q / 2;
             float lam[K / 32] = {0.f, 0.f, 0.f, 0.f}, glam = 0.f;
             for (int j = i + 1; j < n; ++j) {
               float part = 0.f;
