@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   const Rings& rg = a.rings;
   const int K = in.K, V = in.V, lpr = a.lpr, R = rg.R, L = rg.L;
   const int b = blockIdx.z, kh = blockIdx.y;
-  const int hgroup = blockIdx.x / a.vtiles, vtile = blockIdx.x % a.vtiles;
+  const int hgroup = div_small(blockIdx.x, a.vtiles), vtile = blockIdx.x - hgroup * a.vtiles;
   const int nh = a.nh;
   const int hv0 = kh * in.G + hgroup * nh;
   const int v0 = vtile * a.vt;
@@ -125,13 +125,17 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   const int RB = nh * vt, RBM = nh * a.vt;
   const int tid = threadIdx.x, warp = tid >> 5, lane32 = tid & 31, nwarps = blockDim.x >> 5;
   const int nthr = blockDim.x;
-  const int grp = tid / lpr, lane = tid % lpr, rpp = nthr / lpr;
-  const int np = (RBM + rpp - 1) / rpp;  // uniform over the grid (stage sizing)
+  const int lsh = __ffs(lpr) - 1;  // lpr is a power of two (lanes_per_row)
+  const int grp = tid >> lsh, lane = tid & (lpr - 1), rpp = nthr >> lsh;
+  const int np = div_small(RBM + rpp - 1, rpp);  // uniform over the grid (stage sizing)
   const bool reporter = tid == 0 && blockIdx.x == 0 && kh == 0;
 
   const int64_t s = idx_at(a.slot, b);
   if (s == a.pad) {
-    for (int x = tid; x < RB; x += nthr) out_at(in.o, b, 0, hv0 + x / vt, v0 + x % vt, 0.f);
+    for (int x = tid; x < RB; x += nthr) {
+      const int h = div_small(x, vt);
+      out_at(in.o, b, 0, hv0 + h, v0 + x - h * vt, 0.f);
+    }
     return;
   }
   if (s < 0 || s >= a.S) {
@@ -151,10 +155,10 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   uint64_t* BAR = reinterpret_cast<uint64_t*>(sm + lay.bar);
   TS* const BASE = state + int64_t(hv0) * a.st.s1 + int64_t(v0) * a.st.s2;  // BULK: row r at BASE + r·K
   auto issue_sweep = [&](int k) {
-    const int r0 = k * SW, nr = min(SW, RB - r0);
-    cuda_util::mbar_arrive_expect_tx(BAR + k % NST, uint32_t(nr) * ROWB);
-    cuda_util::bulk_g2s(reinterpret_cast<char*>(STG) + int64_t(k % NST) * SW * ROWB, BASE + int64_t(r0) * R1B_K,
-                        uint32_t(nr) * ROWB, BAR + k % NST);
+    const int r0 = k * SW, nr = min(SW, RB - r0), st = k - div_small(k, NST) * NST;
+    cuda_util::mbar_arrive_expect_tx(BAR + st, uint32_t(nr) * ROWB);
+    cuda_util::bulk_g2s(reinterpret_cast<char*>(STG) + int64_t(st) * SW * ROWB, BASE + int64_t(r0) * R1B_K,
+                        uint32_t(nr) * ROWB, BAR + st);
   };
   // early exits: no copy outlives the block
   auto drain = [&]() {
@@ -191,7 +195,10 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
 #pragma unroll
     for (int pi = 0; pi < P; ++pi) {
       const int rr = pi * rpp + grp;
-      if (pi < np && rr < RB) issue_row(pi, rr / vt, rr % vt);
+      if (pi < np && rr < RB) {
+        const int h = div_small(rr, vt);
+        issue_row(pi, h, rr - h * vt);
+      }
       cp_async_commit();
     }
   }
@@ -259,9 +266,9 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   const int vt4 = vt / 4, nq = nh * vt4, K4 = K / 4;
   // d records: column cq = 4 rows (head hd, rows vd..vd+3).
   const bool dv4 = a.d_vec && nq <= nthr;
-  const int jds = dv4 ? nthr / nq : 1, cq = dv4 ? tid % nq : 0, jd0 = dv4 ? tid / nq : 0;
+  const int jd0 = dv4 ? div_small(tid, nq) : 0, jds = dv4 ? div_small(nthr, nq) : 1, cq = dv4 ? tid - jd0 * nq : 0;
   const bool dact = dv4 && tid < jds * nq;
-  const int hd = dv4 ? cq / vt4 : 0, vd = dv4 ? (cq % vt4) * 4 : 0;
+  const int hd = dv4 ? div_small(cq, vt4) : 0, vd = dv4 ? (cq - hd * vt4) * 4 : 0;
   const int64_t dbase = s * rg.d0 + int64_t(hv0 + hd) * rg.d2 + v0 + vd;
   float4 dr[UD];
 #pragma unroll
@@ -271,7 +278,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   }
   // Old keys (and KDA gates): column ck = 4 key channels.
   const bool kv4 = a.k_vec, gv4 = KDA && a.g_vec;
-  const int jks = nthr / K4, ck = tid % K4, jk0 = tid / K4;
+  const int jk0 = div_small(tid, K4), jks = div_small(nthr, K4), ck = tid - jk0 * K4;
   const bool kact = tid < jks * K4;
   const int64_t kbase = s * rg.k0 + int64_t(kh) * rg.k2 + ck * 4;
   const int64_t gbase = s * rg.g0 + int64_t(hv0) * rg.g2 + ck * 4;
@@ -292,10 +299,16 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
 #pragma unroll
   for (int u = 0; u < UV; ++u) {
     const int rr = tid + u * nthr;
-    if (rr < RB) vr[u] = act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt);
+    if (rr < RB) {
+      const int h = div_small(rr, vt);
+      vr[u] = act_at(in.v, b, 0, hv0 + h, v0 + rr - h * vt);
+    }
   }
   float og = 0.f;  // GDN old gate (head tid / n_old, record tid % n_old)
-  if (!KDA && tid < nh * n_old) og = rg.g[g_off(tid % n_old, tid / n_old)];
+  if (!KDA && tid < nh * n_old) {
+    const int h = div_small(tid, n_old);
+    og = rg.g[g_off(tid - h * n_old, h)];
+  }
 
   // The token: warp 0 prepares q̂, k̂ (and appends k); the others its gates and β.
   float* KR = sm + lay.kr;  // [K] raw k of the token
@@ -370,7 +383,10 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   }
   for (int rr = tid + UV * nthr; rr < RB; rr += nthr) VS[rr] = act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt);
   if (!KDA) {
-    if (tid < nh * n_old) GS[(tid / n_old) * (L + 1) + tid % n_old] = og;
+    if (tid < nh * n_old) {
+      const int h = div_small(tid, n_old);
+      GS[h * (L + 1) + tid - h * n_old] = og;
+    }
     for (int x = tid + nthr; x < nh * n_old; x += nthr) GS[(x / n_old) * (L + 1) + x % n_old] = rg.g[g_off(x % n_old, x / n_old)];
   }
   // Records not aligned to 4 elements (or tiles wider than the block).
@@ -457,7 +473,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   // Phase 3: per row, the history terms (no flush) or the fold weights of
   // the d's (GDN flush: d_j c_j).
   for (int rr = tid; rr < RB; rr += nthr) {
-    const int hl = rr / vt;
+    const int hl = div_small(rr, vt);
     float hk = 0.f, hq = 0.f;
     if (flush) {
       if (!KDA)
@@ -492,9 +508,10 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
     const int64_t d_base = s * rg.d0 + apos * rg.d1 + v0;
     const int64_t o_base = int64_t(b) * in.o.sb + v0;
     for (int k = 0; k < nsw; ++k) {
-      cuda_util::mbar_wait(BAR + k % NST, uint32_t(k / NST) & 1u);
+      const int kq_ = div_small(k, NST), st = k - kq_ * NST;
+      cuda_util::mbar_wait(BAR + st, uint32_t(kq_) & 1u);
       const int r0 = k * SW + warp * BR;
-      const char* const sk = reinterpret_cast<const char*>(STG) + (int64_t(k % NST) * SW + warp * BR + sub) * ROWB + lr * 16;
+      const char* const sk = reinterpret_cast<const char*>(STG) + (int64_t(st) * SW + warp * BR + sub) * ROWB + lr * 16;
       float ak[RQ], aq[RQ];
 #pragma unroll
       for (int u = 0; u < RQ; ++u) {
@@ -507,7 +524,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
           for (int e = 0; e < E; ++e) f[e] = Traits<SD>::load(x[e]);
         }
         if (flush) {  // fold first: S_h = e^{Λ_h} ⊙ S_0 + Σ_j (d_j c_j) k̂_jᵀ (KDA: c_j in KV)
-          const int rc = min(r, RB - 1), hl = rc / vt;
+          const int rc = min(r, RB - 1), hl = div_small(rc, vt);
 #pragma unroll
           for (int e = 0; e < E; ++e) f[e] *= KDA ? e0r[e] : E0[hl];
           for (int j = 0; j < n_old; ++j) {
@@ -547,7 +564,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
       if ((lr & (LPB / RQ - 1)) == 0) {
         const int r = r0 + (lr / (LPB / RQ)) * RPL + sub;
         if (r < RB) {
-          const int hl = r / vt, vl = r - hl * vt;
+          const int hl = div_small(r, vt), vl = r - hl * vt;
           const int64_t hv = hv0 + hl;
           const float e = KDA ? 1.f : EU[hl];
           const float aqv = e * aq[0] + HQ[r];
