@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
   const TokenArgs& in = a.in;
   const int K = in.K, V = in.V, lpr = a.lpr;
   const int b = blockIdx.z, KPB = a.kpb, kh0 = blockIdx.y * KPB;
-  const int hgroup = blockIdx.x / a.vtiles, vtile = blockIdx.x % a.vtiles;
+  const int hgroup = div_small(blockIdx.x, a.vtiles), vtile = blockIdx.x - hgroup * a.vtiles;
   const int nh = a.nh;
   const int hv0 = kh0 * in.G + hgroup * nh;
   // key head of local value head hl: kh0 (GQA), kh0 + hl (G = 1, KPB = nh)
@@ -56,8 +56,9 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
   const int RB = nh * vt, RBM = nh * a.vt;
   const int tid = threadIdx.x, warp = tid >> 5, lane32 = tid & 31;
   const int nthr = blockDim.x;
-  const int grp = tid / lpr, lane = tid % lpr, rpp = nthr / lpr;
-  const int np = (RBM + rpp - 1) / rpp;
+  const int lsh = __ffs(lpr) - 1;  // lpr is a power of two (lanes_per_row)
+  const int grp = tid >> lsh, lane = tid & (lpr - 1), rpp = nthr >> lsh;
+  const int np = div_small(RBM + rpp - 1, rpp);
   const bool reporter = tid == 0 && blockIdx.x == 0 && blockIdx.y == 0;
 
   const int64_t s = idx_at(a.slot, b);
@@ -71,7 +72,8 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
   }
   TS* const state = static_cast<TS*>(a.st.p) + s * a.st.s0;
   auto row_ptr = [&](int rr) {
-    return state + int64_t(hv0 + rr / vt) * a.st.s1 + int64_t(v0 + rr % vt) * a.st.s2;
+    const int h = div_small(rr, vt);
+    return state + int64_t(hv0 + h) * a.st.s1 + int64_t(v0 + rr - h * vt) * a.st.s2;
   };
   const Decode1Layout lay = decode1_layout(KDA, K, nh, RBM, ST::NCH, np, KPB);
   uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
@@ -95,18 +97,24 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
     if (lane32 == 0) SC[2 * nh + warp] = kq;
   } else {  // v, β and gates while warps 0 .. KPB−1 prepare q̂, k̂
     const int me = tid - 32 * KPB, nt = nthr - 32 * KPB;
-    for (int x = me; x < RB; x += nt) VS[x] = act_at(in.v, b, 0, hv0 + x / vt, v0 + x % vt);
+    for (int x = me; x < RB; x += nt) {
+      const int h = div_small(x, vt);
+      VS[x] = act_at(in.v, b, 0, hv0 + h, v0 + x - h * vt);
+    }
     for (int x = me; x < nh; x += nt) {
       SC[nh + x] = beta_at(in, b, 0, hv0 + x);
       if (!KDA) SC[x] = expf(gate_at(in, false, b, 0, hv0 + x, 0));
     }
     if (KDA)
-      for (int x = me; x < nh * K; x += nt) AL[x] = expf(gate_at(in, true, b, 0, hv0 + x / K, x % K));
+      for (int x = me; x < nh * K; x += nt) {
+        const int h = div_small(x, K);
+        AL[x] = expf(gate_at(in, true, b, 0, hv0 + h, x - h * K));
+      }
   }
   __syncthreads();
   if (KDA) {
     for (int x = tid; x < nh * K; x += nthr) {
-      const int hl = x / K, i = x - hl * K;
+      const int hl = div_small(x, K), i = x - hl * K;
       KA[x] = AL[x] * KN[kx(hl) * AK + i];
       QA[x] = AL[x] * QN[kx(hl) * AK + i];
     }
