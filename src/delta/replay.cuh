@@ -123,15 +123,14 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   const int K = in.K, V = in.V, T = a.T, lpr = a.lpr, R = rg.R;
   const int NM = rg.L + T;
   const int b = blockIdx.z, kh = blockIdx.y;
-  const int hgroup = div_small(blockIdx.x, a.vtiles), vtile = blockIdx.x - hgroup * a.vtiles;
+  const int hgroup = blockIdx.x / a.vtiles, vtile = blockIdx.x % a.vtiles;
   const int hv0 = kh * in.G + hgroup * a.nh;
   const int v0 = vtile * a.vt;
   const int vt = min(a.vt, V - v0);
   const int RB = a.nh * vt, RBM = a.nh * a.vt;
   const int tid = threadIdx.x, warp = tid >> 5, lane32 = tid & 31, nwarps = blockDim.x >> 5;
-  const int lsh = __ffs(lpr) - 1;  // lpr is a power of two (lanes_per_row)
-  const int grp = tid >> lsh, lane = tid & (lpr - 1), rpp = blockDim.x >> lsh;
-  const int np = div_small(RB + rpp - 1, rpp);
+  const int grp = tid / lpr, lane = tid % lpr, rpp = blockDim.x / lpr;
+  const int np = (RB + rpp - 1) / rpp;
   const bool reporter = tid == 0 && blockIdx.x == 0 && kh == 0;
 
   const int64_t s = idx_at(a.slot, b);
@@ -148,16 +147,14 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   }
   TS* const state = static_cast<TS*>(a.st.p) + s * a.st.s0;
   auto row_ptr = [&](int rr) {
-    const int h = div_small(rr, vt);
-    return state + int64_t(hv0 + h) * a.st.s1 + int64_t(v0 + rr - h * vt) * a.st.s2;
+    return state + int64_t(hv0 + rr / vt) * a.st.s1 + int64_t(v0 + rr % vt) * a.st.s2;
   };
   auto load_row = [&](RW& r, int rr) {
     if constexpr (QF == QF_NONE) {
       r.load(row_ptr(rr), lane, lpr, K);
     } else {
-      const int h = div_small(rr, vt);
-      const uint8_t* tile = state + int64_t(hv0 + h) * a.st.s1;
-      const int v = v0 + rr - h * vt;
+      const uint8_t* tile = state + int64_t(hv0 + rr / vt) * a.st.s1;
+      const int v = v0 + rr % vt;
       const float t = QF == QF_NVFP4 ? *reinterpret_cast<const float*>(tile + a.qg.tensor_scale_offset) : 0.f;
       load_quant_row<QF>(r, tile + int64_t(v) * a.st.s2, tile + a.qg.scale_offset + int64_t(v) * a.qg.scale_row_bytes,
                          t, lane, lpr, K);
@@ -250,24 +247,23 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // d of the old records: a warp per (record, head), lanes along the head's
   // vt rows (row rr = hvl·vt + v − v0; no division per element).
   for (int jh = warp; jh < n_old * a.nh; jh += nwarps) {
-    const int j = div_small(jh, a.nh), hvl = jh - j * a.nh;
+    const int j = jh / a.nh, hvl = jh % a.nh;
     const int64_t base = s * rg.d0 + int64_t(rpos(old_start, j)) * rg.d1 + int64_t(hv0 + hvl) * rg.d2 + v0;
     float* dst = DT + j * RBM + hvl * vt;
     for (int v = lane32; v < vt; v += 32) dst[v] = load_any(rg.d, rg.d_dt, base + v);
   }
   for (int x = tid; x < a.nh * T; x += blockDim.x) {
-    const int xh = div_small(x, T), xt = x - xh * T;
-    const float be = beta_at(in, b, xt, hv0 + xh);
+    const float be = beta_at(in, b, x % T, hv0 + x / T);
     BETA[x] = be;
     if (a.dual && g_writer)
-      static_cast<float*>(a.ring_beta.p)[s * a.ring_beta.s0 + int64_t(rpos(p.append_start, xt)) * a.ring_beta.s1 +
-                                         int64_t(hv0 + xh) * a.ring_beta.s2] = be;
+      static_cast<float*>(a.ring_beta.p)[s * a.ring_beta.s0 + int64_t(rpos(p.append_start, x % T)) * a.ring_beta.s1 +
+                                         int64_t(hv0 + x / T) * a.ring_beta.s2] = be;
   }
   // Gates and cumulative log-decays Λ (fp64 sums; restarting at the new
   // checkpoint for the window of a flushing step). Window gates are appended.
   if (!KDA) {
     for (int x = tid; x < a.nh * n; x += blockDim.x) {
-      const int hvl = div_small(x, n), i = x - hvl * n, hv = hv0 + hvl;
+      const int hvl = x / n, i = x % n, hv = hv0 + hvl;
       float g;
       if (i < n_old) {
         g = rg.g[s * rg.g0 + int64_t(rpos(old_start, i)) * rg.g1 + int64_t(hv) * rg.g2];
@@ -325,15 +321,12 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   if (!KDA) {
     if (p.flush) {
       for (int x = tid; x < a.nh * n_old; x += blockDim.x) {
-        const int hvl = div_small(x, n_old), j = x - hvl * n_old;
+        const int hvl = x / n_old, j = x % n_old;
         CF[hvl * NM + j] = expf(float(LAMD[hvl * NM + n_old - 1] - LAMD[hvl * NM + j]));
       }
       for (int hvl = tid; hvl < a.nh; hvl += blockDim.x) E0[hvl] = expf(float(LAMD[hvl * NM + n_old - 1]));
     }
-    for (int x = tid; x < a.nh * T; x += blockDim.x) {
-      const int xh = div_small(x, T);
-      EU[x] = expf(float(LAMD[xh * NM + n_old + x - xh * T]));
-    }
+    for (int x = tid; x < a.nh * T; x += blockDim.x) EU[x] = expf(float(LAMD[(x / T) * NM + n_old + x % T]));
     // a warp per (token t, record j_lo <= j < m)
     for (int t = 0; t < T; ++t)
       for (int j = j_lo + warp, m = n_old + t; j < m; j += nwarps) {
@@ -353,7 +346,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       }
   } else {
     for (int x = tid; x < T * K; x += blockDim.x) {
-      const int t = div_small(x, K), k = x - t * K, m = n_old + t;
+      const int t = x / K, k = x % K, m = n_old + t;
       const float e = expf(float(LAMD[int64_t(m) * K + k]));
       UK[x] = e * KV[m * K + k];
       UQ[x] = e * QV[x];
@@ -369,12 +362,12 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     const bool old_terms = j_lo < n_old;
     if (n_old > 0) {
       for (int x = tid; x < n_old * K; x += blockDim.x) {
-        const int j = div_small(x, K), k = x - j * K;
+        const int j = x / K, k = x % K;
         KV[x] *= expf(float(LAMD[int64_t(n_old - 1) * K + k] - LAMD[int64_t(j) * K + k]));
       }
       if (old_terms)
         for (int x = tid; x < T * K; x += blockDim.x) {
-          const int t = div_small(x, K), k = x - t * K, m = n_old + t;
+          const int t = x / K, k = x % K, m = n_old + t;
           const float e = expf(float(LAMD[int64_t(m) * K + k] - LAMD[int64_t(n_old - 1) * K + k]));
           UA[x] = e * KV[m * K + k];
           UA[T * K + x] = e * QV[x];
@@ -462,8 +455,8 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     const int g = lane32 >> 2, t4 = lane32 & 3, qb = lane32 & ~3;
     const int ntiles = RB / 16;
     for (int tile = warp; tile < ntiles; tile += nwarps) {
-      const int rr0 = tile * 16, hvl = div_small(rr0, vt), hv = hv0 + hvl, hwi = KDA ? 0 : hvl;
-      const int vr = v0 + rr0 - hvl * vt + g;  // row g's v (row g + 8: vr + 8)
+      const int rr0 = tile * 16, hvl = rr0 / vt, hv = hv0 + hvl, hwi = KDA ? 0 : hvl;
+      const int vr = v0 + rr0 % vt + g;  // row g's v (row g + 8: vr + 8)
       // this lane's inputs v of its tokens 2·t4, 2·t4 + 1
       float vin[2][2];
 #pragma unroll
@@ -638,7 +631,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
         if (rr + rpp < RB) load_row(nxt, rr + rpp);
         else nxt.zero();
       }
-      const int hvl = div_small(rc, vt), hv = hv0 + hvl, v = v0 + rc - hvl * vt;
+      const int hvl = rc / vt, hv = hv0 + hvl, v = v0 + rc % vt;
       if constexpr (QF == QF_NONE) {
       if (p.flush) {
         if (KDA) {
