@@ -217,6 +217,7 @@ void launch_cursor(const CursorArgs& a, const Exec& exec, bool after_step = fals
   const int threads = 128;
   const dim3 grid(unsigned((a.n + threads - 1) / threads));
   const cudaStream_t st = cuda_util::stream_of(exec);
+  // (a failed launch is reported by the caller's check_launch: cudaGetLastError)
   if (after_step) (void)cuda_util::launch_dependent(delta_cursor_kernel, grid, dim3(threads), 0, st, a);
   else delta_cursor_kernel<<<grid, threads, 0, st>>>(a);
 }
