@@ -250,16 +250,7 @@ __device__ __forceinline__ bool cursor_ok(const Rings& r, const RingCursor& c) {
   return c.start >= 0 && c.start < r.R && c.count >= 0 && c.pending >= 0 && c.count + c.pending <= r.L;
 }
 
-// a / b for 0 <= a < 2^22 and b >= 1, exact: the fp32 quotient estimate is
-// within one of a / b there (inputs exact, __fdividef within 2 ulp), and
-// one correction step fixes it. About half the instructions of the
-// compiler's division by a runtime int (setup and per-row index math of
-// the T = 1 replay kernel).
-__device__ __forceinline__ int div_small(int a, int b) {
-  int q = int(__fdividef(float(a), float(b)));
-  const int r = a - q * b;
-  return q + (r >= b) - (r < 0);
-}
+using cuda_util::div_small;  // cuda/common.cuh
 
 // Shared memory is carved in floats; offsets keep 16-byte alignment.
 __host__ __device__ __forceinline__ int64_t align4(int64_t n) { return (n + 3) & ~int64_t(3); }

@@ -169,10 +169,11 @@ mamba2_replay1_kernel(const Params p) {
   const int nsw = (rows + SW - 1) / SW;
   // sweep k of rows [k·SW, (k+1)·SW) into stage k % NST, completing on bar[k % NST]
   auto issue_sweep = [&](int k) {
-    char* dst = stage + int64_t(k % NST) * SW * ROWB;
+    const int st = k - cuda_util::div_small(k, NST) * NST;
+    char* dst = stage + int64_t(st) * SW * ROWB;
     const int r0 = k * SW, nr = min(SW, rows - r0);
-    mbar_arrive_expect_tx(bar + k % NST, uint32_t(nr) * ROWB);
-    bulk_g2s(dst, row_ptr(r0), uint32_t(nr) * ROWB, bar + k % NST, pol);
+    mbar_arrive_expect_tx(bar + st, uint32_t(nr) * ROWB);
+    bulk_g2s(dst, row_ptr(r0), uint32_t(nr) * ROWB, bar + st, pol);
   };
   // With m.ring_bulk the ring's R entries (x of the block's heads, B of the
   // group, δ of the heads: each one contiguous run) come by bulk copies too,
@@ -193,7 +194,7 @@ mamba2_replay1_kernel(const Params p) {
   // batch is u·RPL·ROWB further (rows past the block's read stale stage bytes:
   // their sums are never stored).
   auto srow = [&](int k) {
-    return stage + (int64_t(k % NST) * SW + warp * BR + sub) * ROWB + lr * 16;
+    return stage + (int64_t(k - cuda_util::div_small(k, NST) * NST) * SW + warp * BR + sub) * ROWB + lr * 16;
   };
 
   // ---- 2. cursor and window inputs; then the records the plan reads, staged
@@ -207,7 +208,7 @@ mamba2_replay1_kernel(const Params p) {
     const int nW = segs * pch * (p.z ? 2 : 1);
     for (int i = tid; i < nW; i += KERNEL_THREADS) {
       const bool isz = i >= segs * pch;
-      const int c = isz ? i - segs * pch : i, sg = c / pch, c0 = (c - sg * pch) * CH, t = sg / nh, hl = sg - t * nh;
+      const int c = isz ? i - segs * pch : i, sg = cuda_util::div_small(c, pch), c0 = (c - sg * pch) * CH, t = cuda_util::div_small(sg, nh), hl = sg - t * nh;
       const int64_t src = b * (isz ? p.z_b : p.x_b) + t * (isz ? p.z_t : p.x_t) +
                           int64_t(bp.h0 + hl) * (isz ? p.z_h : p.x_h) + c0;
       cp_chunk<at_t>((isz ? zs : xwin) + (t * NH + hl) * Pp + c0, (isz ? z : x) + src, min(CH, P - c0), pol);
@@ -223,7 +224,7 @@ mamba2_replay1_kernel(const Params p) {
                        : ld_act<AD>(p.Cm, b * p.C_b + t * p.C_t + bp.g * p.C_g + nn);
           }
           i -= 2 * nC;
-          if (i < nD) { const int hl = i / T; return delta_of(p, b, i - hl * T, bp.h0 + hl); }
+          if (i < nD) { const int hl = cuda_util::div_small(i, T); return delta_of(p, b, i - hl * T, bp.h0 + hl); }
           i -= nD;
           return i < nh ? A_of(p, bp.h0 + i) : D_of(p, bp.h0 + i - nh);
         },
@@ -275,7 +276,7 @@ mamba2_replay1_kernel(const Params p) {
     const int nX = n * nh * pch, nB = n * bch, total = nX + nB + n * dch;
     for (int i = tid; i < total; i += KERNEL_THREADS) {
       if (i < nX) {
-        const int sg = i / pch, c0 = (i - sg * pch) * CH, j = sg / nh, hl = sg - j * nh;
+        const int sg = cuda_util::div_small(i, pch), c0 = (i - sg * pch) * CH, j = cuda_util::div_small(sg, nh), hl = sg - j * nh;
         cp_chunk<at_t>(xh + (j * NH + hl) * Pp + c0,
                        rx + slot * p.rx_s + int64_t(pos(j)) * p.rx_r + int64_t(bp.h0 + hl) * p.rx_h + c0,
                        min(CH, P - c0), pol);
@@ -284,7 +285,7 @@ mamba2_replay1_kernel(const Params p) {
         cp_chunk<at_t>(Bh + j * R1_N + c0, rB + slot * p.rB_s + int64_t(pos(j)) * p.rB_r + int64_t(bp.g) * p.rB_g + c0,
                        CH, pol);
       } else {
-        const int k = i - nX - nB, j = k / dch, h4 = (k - j * dch) * 4;
+        const int k = i - nX - nB, j = cuda_util::div_small(k, dch), h4 = (k - j * dch) * 4;
         cp_chunk<float>(dh + j * nhp + h4, p.rdt + slot * p.rdt_s + int64_t(pos(j)) * p.rdt_r + bp.h0 + h4,
                         min(4, nh - h4), pol);
       }
@@ -322,19 +323,19 @@ mamba2_replay1_kernel(const Params p) {
       }
     }
     for (int i = tid; i < T * nh; i += KERNEL_THREADS) {
-      const int t = i / nh, hl = i - t * nh;
+      const int t = cuda_util::div_small(i, nh), hl = i - t * nh;
       p.rdt[slot * p.rdt_s + q(t) * p.rdt_r + bp.h0 + hl] = dwin[hl * T + t];
     }
     if (rbulk) {  // P % CH == 0 here
       const int pch = P / CH;
       for (int i = tid; i < T * nh * pch; i += KERNEL_THREADS) {
-        const int sg = i / pch, c0 = (i - sg * pch) * CH, t = sg / nh, hl = sg - t * nh;
+        const int sg = cuda_util::div_small(i, pch), c0 = (i - sg * pch) * CH, t = cuda_util::div_small(sg, nh), hl = sg - t * nh;
         *reinterpret_cast<uint4*>(rx + slot * p.rx_s + q(t) * p.rx_r + int64_t(bp.h0 + hl) * p.rx_h + c0) =
             *reinterpret_cast<const uint4*>(xwin + (t * NH + hl) * Pp + c0);
       }
     } else {
       for (int i = tid; i < T * rows; i += KERNEL_THREADS) {
-        const int t = i / rows, r = i - t * rows, hl = r / P, pp = r - hl * P;
+        const int t = cuda_util::div_small(i, rows), r = i - t * rows, hl = cuda_util::div_small(r, P), pp = r - hl * P;
         rx[slot * p.rx_s + q(t) * p.rx_r + int64_t(bp.h0 + hl) * p.rx_h + pp] = xwin[(t * NH + hl) * Pp + pp];
       }
     }
@@ -344,7 +345,7 @@ mamba2_replay1_kernel(const Params p) {
   const int span = n + T - jb, nbc = T * span;
   for (int i = warp; i < nbc + (flush ? nh : 0); i += KERNEL_WARPS) {
     if (i < nbc) {
-      const int t = i / span, j = jb + i - t * span;
+      const int t = cuda_util::div_small(i, span), j = jb + i - t * span;
       if (j > n + t) continue;  // warp-uniform
       float s = 0.f;
       for (int nn = lane; nn < R1_N; nn += 32)
@@ -361,7 +362,7 @@ mamba2_replay1_kernel(const Params p) {
   }
   __syncthreads();
   for (int i = warp; i < nh * T; i += KERNEL_WARPS) {
-    const int hl = i / T, t = i - hl * T;
+    const int hl = cuda_util::div_small(i, T), t = i - hl * T;
     const float A = Ah[hl];
     auto d = [&](int j) { return j < n ? dh[j * nhp + hl] : dwin[hl * T + j - n]; };
     float* c = coef + i * J;
@@ -375,7 +376,7 @@ mamba2_replay1_kernel(const Params p) {
   // a thread per row for all T tokens (each x read once); the tensor-core
   // stream forms them in its sweeps instead
   if (!MMA) for (int r = tid; r < rows; r += KERNEL_THREADS) {
-    const int hl = r / P, pp = r - hl * P;
+    const int hl = cuda_util::div_small(r, P), pp = r - hl * P;
     const float* c = coef + hl * T * J;
     auto xw = [&](int u) { return Traits<AD>::load(xwin[(u * NH + hl) * Pp + pp]); };
     float h[R1_MAX_T];
@@ -414,7 +415,8 @@ mamba2_replay1_kernel(const Params p) {
     // w = fw_j x_j[p] for j = 0 … n−1, as replay_pass and the dual pack kernel.
     constexpr int FG = E == 4 ? RB : RB / 2;
     for (int k = 0; k < nsw; ++k) {
-      mbar_wait(bar + k % NST, uint32_t(k / NST) & 1u);
+      const int kq_ = cuda_util::div_small(k, NST);
+      mbar_wait(bar + k - kq_ * NST, uint32_t(kq_) & 1u);
       const int r0 = k * SW + warp * BR;
       const char* const sk = srow(k);
       float a[RB];
@@ -428,7 +430,7 @@ mamba2_replay1_kernel(const Params p) {
   #pragma unroll
           for (int u = 0; u < FG; ++u) {
             const int rc = min(r0 + (g0 + u) * RPL + sub, rows - 1);
-            hl[u] = rc / P;
+            hl[u] = cuda_util::div_small(rc, P);
             pp[u] = rc - hl[u] * P;
             const float fd = fdec[hl[u]];
   #pragma unroll
@@ -474,7 +476,7 @@ mamba2_replay1_kernel(const Params p) {
       if ((lr & (LPR / RB - 1)) == 0) {  // y = dec·(S·C_t) + hist, gate, from the lane holding the row's sum
         const int r = r0 + (lr / (LPR / RB)) * RPL + sub;
         if (r < rows) {
-          const int hl = r / P, pp = r - hl * P;
+          const int hl = cuda_util::div_small(r, P), pp = r - hl * P;
           float yv = fmaf(a[0], dec[hl], hist[r]);
           if (p.z) yv = silu_gate(yv, Traits<AD>::load(zs[hl * Pp + pp]));
           st_act<AD>(p.y, b * p.y_b + int64_t(bp.h0 + hl) * p.y_h + pp, yv);
@@ -512,7 +514,8 @@ mamba2_replay1_kernel(const Params p) {
     float4* red = reinterpret_cast<float4*>(base + m.red);  // [2][SW / 16][32], may reuse Cs … xwin
     __syncthreads();  // every warp has read Cs
     for (int k = 0; k < nsw; ++k) {
-      mbar_wait(bar + k % NST, uint32_t(k / NST) & 1u);
+      const int kq_ = cuda_util::div_small(k, NST);
+      mbar_wait(bar + k - kq_ * NST, uint32_t(kq_) & 1u);
       const char* const sb = stage + int64_t(k % NST) * SW * ROWB;
       float d[TPW][4];
 #pragma unroll
@@ -623,7 +626,7 @@ mamba2_replay1_kernel(const Params p) {
           for (int h = 0; h < 2; ++h) {  // row g + 8h, tokens 2·t4 and 2·t4 + 1
             const int r = k * SW + (wq + 4 * u) * 16 + g + 8 * h;
             if (r >= rows) continue;
-            const int hl = r / P, pp = r - hl * P;
+            const int hl = cuda_util::div_small(r, P), pp = r - hl * P;
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
               const int t = 2 * t4 + i;
