@@ -352,6 +352,17 @@ bool replay1_bulk_fits(const StateView& st, int64_t state_size, const ReplayTile
          reinterpret_cast<uintptr_t>(st.p) % 16 == 0 && st.s0 % vec == 0 && st.s1 % vec == 0;
 }
 
+// The same stream over a packed fp8 / nvfp4 copy (replay1.cuh, QF with BULK):
+// K = 128, at most 128 rows of a head per block, and every copied run (the
+// block's codes and scales of a head, the nvfp4 tensor scale) 16-byte aligned:
+// tiles start on 16 bytes and quant_layout aligns its regions to 16.
+bool replay1_qbulk_fits(const StateView& st, const ReplayTile& tile, const Dims& d, const QuantGeom& q) {
+  return d.K == R1B_K && tile.vt <= R1Q_MAX_ROWS && (tile.vt * q.scale_row_bytes) % 16 == 0 &&
+         ((d.V % tile.vt) * q.scale_row_bytes) % 16 == 0 &&
+         q.scale_offset % 16 == 0 && (q.tensor_scale_offset < 0 || q.tensor_scale_offset % 16 == 0) &&
+         reinterpret_cast<uintptr_t>(st.p) % 16 == 0 && st.s0 % 16 == 0 && st.s1 % 16 == 0;
+}
+
 // The rows of the tensor-core kernels (the speculative stream of replay.cuh,
 // the dual fold of dual_fold_mma.cuh): K = 128, an unpacked state (or bf16 /
 // f16 copy) with 16-byte aligned rows, and tiles of whole 16-row runs of one
@@ -430,16 +441,23 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     a.vtiles = int((d.V + tile.vt - 1) / tile.vt);
     const int64_t ss = int64_t(dtype_size(sd));
     const bool bulk = qf == QF_NONE && replay1_bulk_fits(a.st, ss, tile, d);
+    const bool qbulk = qf != QF_NONE && replay1_qbulk_fits(a.st, tile, d, a.qg);
     const int rbm = tile.nh * tile.vt;
-    const size_t smem = bulk ? size_t(replay1_layout(kda, int(d.K), int(d.L), tile.nh, rbm, nch, (rbm + rpp - 1) / rpp,
-                                                     r1b_stage_floats(kda, int(ss), rbm)).total * 4)
-                             : size_t(smem_of(tile));
+    const int64_t bulk_floats = bulk ? r1b_stage_floats(kda, int(ss), rbm)
+                                : qbulk ? r1q_stage_floats(kda, r1q_sweep_bytes(qf == QF_NVFP4, tile.vt, a.qg.scale_row_bytes), tile.nh)
+                                        : 0;
+    const size_t smem = bulk || qbulk ? size_t(replay1_layout(kda, int(d.K), int(d.L), tile.nh, rbm, nch,
+                                                              (rbm + rpp - 1) / rpp, bulk_floats).total * 4)
+                                      : size_t(smem_of(tile));
     check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda replay kernel's shared memory");
-    const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
-                               REPLAY1_THREADS, smem, exec);
+    Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
+                         REPLAY1_THREADS, smem, exec);
+    // dual: overlaps the fold; rows that flush wait for it on the device
+    l.dependent = dual != nullptr;
     if (dual) dual->before();
-    if (qf == QF_FP8) kda ? launch_replay1_quant<QF_FP8, true>(a, l) : launch_replay1_quant<QF_FP8, false>(a, l);
-    else if (qf == QF_NVFP4) kda ? launch_replay1_quant<QF_NVFP4, true>(a, l) : launch_replay1_quant<QF_NVFP4, false>(a, l);
+    if (qf == QF_FP8) kda ? launch_replay1_quant<QF_FP8, true>(a, l, qbulk) : launch_replay1_quant<QF_FP8, false>(a, l, qbulk);
+    else if (qf == QF_NVFP4)
+      kda ? launch_replay1_quant<QF_NVFP4, true>(a, l, qbulk) : launch_replay1_quant<QF_NVFP4, false>(a, l, qbulk);
     else if (bulk) dispatch<Replay1BulkOp>(sd, kda, a, l);
     else dispatch<Replay1Op>(sd, kda, a, l);
   } else {

@@ -73,6 +73,9 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
   const bool pack = dual_fold_packs(a.op);
   FoldPlan fp;
   if (!dual_fold_plan(a, b, hv_lo, hv_hi, fp)) return;
+  // Every block has read its cursor: the T = 1 dual replay (a programmatic
+  // dependent, delta_launch.cu) may start; its flushing rows wait for this grid.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   const int64_t s = fp.s;
   const int start = fp.start, count = fp.count;
   const int L = rg.cur ? rg.L : 0;

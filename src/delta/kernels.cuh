@@ -18,7 +18,10 @@ inline void launch_kernel(Kernel k, const Launch& l, auto&& args) {
     // Several resident blocks of a large-shared-memory kernel need the whole carveout.
     cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
   }
-  k<<<dim3(l.grid[0], l.grid[1], l.grid[2]), l.threads, l.smem, reinterpret_cast<cudaStream_t>(l.stream)>>>(args);
+  const dim3 grid(l.grid[0], l.grid[1], l.grid[2]);
+  const cudaStream_t st = reinterpret_cast<cudaStream_t>(l.stream);
+  if (l.dependent) (void)cuda_util::launch_dependent(k, grid, dim3(l.threads), l.smem, st, args);  // errors: check_launch
+  else k<<<grid, l.threads, l.smem, st>>>(args);
 }
 
 template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Launch& l) {
@@ -46,15 +49,16 @@ template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& 
 template <int QF, bool KDA> void launch_replay_quant(const ReplayArgs& a, const Launch& l) {
   launch_kernel(delta_replay_kernel<DType::f32, KDA, QF>, l, a);
 }
-template <int QF, bool KDA> void launch_replay1_quant(const ReplayArgs& a, const Launch& l) {
-  launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF>, l, a);
+template <int QF, bool KDA> void launch_replay1_quant(const ReplayArgs& a, const Launch& l, bool bulk) {
+  if (bulk) launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF, true>, l, a);
+  else launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF>, l, a);
 }
 
 #define RSSM_DELTA_INSTANTIATE_QUANT(QF)                                                \
   template void launch_replay_quant<QF, false>(const ReplayArgs&, const Launch&);       \
   template void launch_replay_quant<QF, true>(const ReplayArgs&, const Launch&);        \
-  template void launch_replay1_quant<QF, false>(const ReplayArgs&, const Launch&);      \
-  template void launch_replay1_quant<QF, true>(const ReplayArgs&, const Launch&);
+  template void launch_replay1_quant<QF, false>(const ReplayArgs&, const Launch&, bool); \
+  template void launch_replay1_quant<QF, true>(const ReplayArgs&, const Launch&, bool);
 
 #define RSSM_DELTA_INSTANTIATE(SD)                                                      \
   template void launch_recurrent<SD, false>(const RecArgs&, const Launch&);             \

@@ -14,6 +14,10 @@ struct Launch {
   int threads;
   size_t smem;  // dynamic shared memory, bytes
   CUstream_st* stream;
+  // Launched as the stream's previous kernel's programmatic dependent
+  // (cuda_util::launch_dependent): it must wait (griddepcontrol.wait) before
+  // reading what that kernel writes.
+  bool dependent = false;
 };
 
 template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Launch& l);
@@ -27,7 +31,8 @@ template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& 
 // Dual pools: the replay kernels (any T; T = 1) on an fp8 / nvfp4 read copy (delta_kernels_fp8.cu,
 // delta_kernels_nvfp4.cu) and the high-precision fold + repack (dual_kernels.cu).
 template <int QF, bool KDA> void launch_replay_quant(const ReplayArgs& a, const Launch& l);
-template <int QF, bool KDA> void launch_replay1_quant(const ReplayArgs& a, const Launch& l);
+// bulk: the bulk-copy stream of whole head tiles (delta_launch.cu::replay1_qbulk_fits)
+template <int QF, bool KDA> void launch_replay1_quant(const ReplayArgs& a, const Launch& l, bool bulk);
 template <DType SD, bool KDA> void launch_dual_fold(const DualArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_dual_fold_mma(const DualArgs& a, const Launch& l);  // dual_fold_mma_kernels.cu
 

@@ -46,6 +46,25 @@ __host__ __device__ inline int r1b_stages(bool kda, int state_size, int rows) {
 __host__ __device__ inline int64_t r1b_stage_floats(bool kda, int state_size, int rows) {
   return int64_t(r1b_stages(kda, state_size, rows)) * r1b_sweep_rows(kda, state_size) * R1B_K * state_size / 4;
 }
+// The bulk stream of a packed read copy (QF_FP8 / QF_NVFP4 with BULK; dual
+// pools, delta_launch.cu::replay1_qbulk_fits): K = 128, sweep k = the block's
+// vt <= 128 rows of value head hv0 + k: their codes, their block scales and
+// (nvfp4) the tile's tensor scale (16 bytes), three bulk copies on one
+// mbarrier. A lane owns 16 values of a row (fp8: 16 code bytes and one of the
+// row's 32-value block scales; nvfp4: 8 bytes and its 16-value block scale),
+// RQ = 4 rows per lane group and batch: 8 warps cover 128 rows.
+inline constexpr int R1Q_MAX_ROWS = 128;
+inline constexpr int R1Q_RQ = 4;
+__host__ __device__ inline int64_t r1q_sweep_bytes(bool nvfp4, int vt, int64_t scale_row_bytes) {
+  return int64_t(vt) * (nvfp4 ? R1B_K / 2 : R1B_K) + vt * scale_row_bytes + (nvfp4 ? 16 : 0);
+}
+__host__ __device__ inline int r1q_stages(bool kda, int64_t sweep_bytes, int nh) {
+  const int budget = int((kda ? 32 : 64) * 1024 / sweep_bytes);
+  return max(1, min(min(budget, R1B_MAX_STAGES), nh));
+}
+__host__ __device__ inline int64_t r1q_stage_floats(bool kda, int64_t sweep_bytes, int nh) {
+  return int64_t(r1q_stages(kda, sweep_bytes, nh)) * sweep_bytes / 4;
+}
 
 // Shared memory of the T = 1 replay kernel, in floats (stages first: 16-byte
 // aligned). rbm = nh·vt rows, np rows per thread.
@@ -101,11 +120,13 @@ __device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<f
 // QF != QF_NONE: the state is a packed fp8 / nvfp4 read copy (dual pools),
 // staged as codes and scales (QStage) and decoded into Row<bf16>'s layout.
 // BULK: the state rows stream by bulk copies (delta_launch.cu::replay1_bulk_fits:
+// K = 128, the block's rows contiguous and 16-byte aligned; with QF: whole
+// head tiles, replay1_qbulk_fits).
 // K = 128, the block's rows contiguous and 16-byte aligned, QF_NONE).
 template <DType SD, bool KDA, int QF = QF_NONE, bool BULK = false>
 __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS : REPLAY1_MIN_BLOCKS)
     delta_replay1_kernel(ReplayArgs a) {
-  static_assert(!BULK || QF == QF_NONE, "bulk stream: plain state rows only");
+  constexpr bool QB = BULK && QF != QF_NONE;  // bulk stream of a packed copy
   constexpr int CHUNKS = KDA ? REPLAY1_KDA_CHUNKS : 16;
   using RW = Row<QF == QF_NONE ? SD : DType::bf16>;
   using ST = std::conditional_t<QF == QF_NONE, Stage<SD, CHUNKS>, QStage<QF, CHUNKS>>;
@@ -144,24 +165,39 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   }
   TS* const state = static_cast<TS*>(a.st.p) + s * a.st.s0;
   // bulk stream: sweeps of SW rows (ROWB bytes each) of the block's rows
-  // (contiguous from BASE), NST stages
-  constexpr int ROWB = R1B_K * int(sizeof(TS));
-  constexpr int SW = r1b_sweep_rows(KDA, int(sizeof(TS)));
-  const int nsw = BULK ? (RB + SW - 1) / SW : 0;
-  const int NST = BULK ? r1b_stages(KDA, int(sizeof(TS)), RBM) : 1;
-  const Replay1Layout lay =
-      replay1_layout(KDA, K, L, nh, RBM, ST::NCH, np, BULK ? r1b_stage_floats(KDA, int(sizeof(TS)), RBM) : 0);
+  // (contiguous from BASE), NST stages of SWB bytes; QB: sweep k = the vt
+  // rows of value head hv0 + k (codes, then scales, then the tensor scale)
+  constexpr int ROWB = QF == QF_NVFP4 ? R1B_K / 2 : R1B_K * int(sizeof(TS));
+  const int SW = QB ? vt : r1b_sweep_rows(KDA, int(sizeof(TS)));
+  const int64_t SWB = QB ? r1q_sweep_bytes(QF == QF_NVFP4, a.vt, a.qg.scale_row_bytes) : int64_t(SW) * ROWB;
+  const int nsw = !BULK ? 0 : QB ? nh : (RB + SW - 1) / SW;
+  const int NST = !BULK ? 1 : QB ? r1q_stages(KDA, SWB, nh) : r1b_stages(KDA, int(sizeof(TS)), RBM);
+  const int64_t bulk_floats = !BULK ? 0
+                              : QB  ? r1q_stage_floats(KDA, SWB, nh)
+                                    : r1b_stage_floats(KDA, int(sizeof(TS)), RBM);
+  const Replay1Layout lay = replay1_layout(KDA, K, L, nh, RBM, ST::NCH, np, bulk_floats);
   uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
   uint64_t* BAR = reinterpret_cast<uint64_t*>(sm + lay.bar);
   TS* const BASE = state + int64_t(hv0) * a.st.s1 + int64_t(v0) * a.st.s2;  // BULK: row r at BASE + r·K
   auto issue_sweep = [&](int k) {
-    const int r0 = k * SW, nr = min(SW, RB - r0), st = k - div_small(k, NST) * NST;
-    cuda_util::mbar_arrive_expect_tx(BAR + st, uint32_t(nr) * ROWB);
-    cuda_util::bulk_g2s(reinterpret_cast<char*>(STG) + int64_t(st) * SW * ROWB, BASE + int64_t(r0) * R1B_K,
-                        uint32_t(nr) * ROWB, BAR + st);
+    const int st = k - div_small(k, NST) * NST;
+    char* const dst = reinterpret_cast<char*>(STG) + st * SWB;
+    if constexpr (QB) {
+      const uint8_t* tile = reinterpret_cast<const uint8_t*>(state) + int64_t(hv0 + k) * a.st.s1;
+      const uint32_t cb = uint32_t(vt * ROWB), sb = uint32_t(vt * a.qg.scale_row_bytes);
+      cuda_util::mbar_arrive_expect_tx(BAR + st, uint32_t(SWB));
+      cuda_util::bulk_g2s(dst, tile + int64_t(v0) * ROWB, cb, BAR + st);
+      cuda_util::bulk_g2s(dst + cb, tile + a.qg.scale_offset + v0 * a.qg.scale_row_bytes, sb, BAR + st);
+      if (QF == QF_NVFP4) cuda_util::bulk_g2s(dst + cb + sb, tile + a.qg.tensor_scale_offset, 16u, BAR + st);
+    } else {
+      const int r0 = k * SW, nr = min(SW, RB - r0);
+      cuda_util::mbar_arrive_expect_tx(BAR + st, uint32_t(nr) * ROWB);
+      cuda_util::bulk_g2s(dst, BASE + int64_t(r0) * R1B_K, uint32_t(nr) * ROWB, BAR + st);
+    }
   };
-  // early exits: no copy outlives the block
+  // early exits: no copy outlives the block (dual: none issued before the plan)
   auto drain = [&]() {
+    if (a.dual) return;
     if constexpr (BULK) {
       __syncthreads();  // barriers initialised
       for (int k = 0; k < min(NST, nsw); ++k) cuda_util::mbar_wait(BAR + k, 0);
@@ -184,24 +220,31 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
     if constexpr (QF == QF_NONE) ST::read(r, STG, nthr, pi, lane, lpr, K);
     else ST::read(r, STG, nthr, pi, lane, lpr, K, int64_t(v0 + vl) * a.qg.scale_row_bytes);
   };
-  if constexpr (BULK) {
-    if (tid == 0) {
-      for (int k = 0; k < NST; ++k) cuda_util::mbar_init(BAR + k, 1);
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
-    }
-  } else {
-#pragma unroll
-    for (int pi = 0; pi < P; ++pi) {
-      const int rr = pi * rpp + grp;
-      if (pi < np && rr < RB) {
-        const int h = div_small(rr, vt);
-        issue_row(pi, h, rr - h * vt);
+  auto issue_first = [&]() {
+    if constexpr (BULK) {
+      if (tid == 0) {
+        for (int k = 0; k < NST; ++k) cuda_util::mbar_init(BAR + k, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
       }
-      cp_async_commit();
+    } else {
+#pragma unroll
+      for (int pi = 0; pi < P; ++pi) {
+        const int rr = pi * rpp + grp;
+        if (pi < np && rr < RB) {
+          const int h = div_small(rr, vt);
+          issue_row(pi, h, rr - h * vt);
+        }
+        cp_async_commit();
+      }
     }
-  }
+  };
+  // Dual pools: a row whose plan flushes reads the copy that the dual fold
+  // (the kernel this launch depends on programmatically, delta_launch.cu)
+  // repacks, so the first sweeps wait for the plan; every other row's copy is
+  // untouched by the fold.
+  if (!a.dual) issue_first();
 
   RingCursor c = cursor_at(rg, s);
   if (!cursor_ok(rg, c)) {
@@ -221,7 +264,14 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
     return;
   }
   StepPlan p = ring_plan_step(c, 1, L, R);
-  if (a.dual) p.flush = false;  // folded before this launch: the token reads the fresh copy, no history
+  if (a.dual) {
+    // A flushing row was folded by the fold kernel: wait for it to complete
+    // (a no-op without a programmatic prerequisite); then the token reads the
+    // fresh copy with no history.
+    if (p.flush) asm volatile("griddepcontrol.wait;" ::: "memory");
+    p.flush = false;
+    issue_first();
+  }
   const bool flush = p.flush;
   const int n_old = flush ? p.fold_count : p.hist_count;
   const int old_start = flush ? p.fold_start : p.hist_start;
@@ -492,8 +542,11 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
 
   if constexpr (BULK) {
     // Phase 4 (bulk): sweep k's rows from stage k % NST; warp w takes rows
-    // k·SW + w·BR + u·RPL + sub (u < RQ), lane lr the columns lr·E .. lr·E+E−1.
-    constexpr int E = 16 / int(sizeof(TS)), LPB = R1B_K / E, RPL = 32 / LPB, RQ = r1b_rq(KDA), BR = RQ * RPL;
+    // k·SW + w·BR + u·RPL + sub (u < RQ), lane lr the columns lr·E .. lr·E+E−1
+    // (LB bytes of the row).
+    constexpr int E = QB ? 16 : 16 / int(sizeof(TS)), LPB = R1B_K / E, RPL = 32 / LPB;
+    constexpr int RQ = QB ? R1Q_RQ : r1b_rq(KDA), BR = RQ * RPL, LB = ROWB / LPB;
+    static_assert(!QB || R1Q_MAX_ROWS == (REPLAY1_THREADS / 32) * BR, "packed copy: a sweep of up to 128 rows");
     const int lr = lane32 & (LPB - 1), sub = lane32 / LPB;
     const float kq = MISC[0];
     const float* const ukp = KDA ? UK : KV + int64_t(n_old) * K;
@@ -511,19 +564,45 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
       const int kq_ = div_small(k, NST), st = k - kq_ * NST;
       cuda_util::mbar_wait(BAR + st, uint32_t(kq_) & 1u);
       const int r0 = k * SW + warp * BR;
-      const char* const sk = reinterpret_cast<const char*>(STG) + (int64_t(st) * SW + warp * BR + sub) * ROWB + lr * 16;
+      const int rlim = QB ? (k + 1) * SW : RB;  // rows r < rlim are the sweep's
+      const char* const sg = reinterpret_cast<const char*>(STG) + st * SWB;  // the stage
+      const char* const sk = sg + (warp * BR + sub) * ROWB + lr * LB;
+      const char* const sscale = sg + SW * ROWB;  // QB: the block scales of the sweep's rows
       float ak[RQ], aq[RQ];
 #pragma unroll
       for (int u = 0; u < RQ; ++u) {
         const int r = r0 + u * RPL + sub;
         float f[E];
-        {
-          const uint4 w = r < RB ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
+        float qs = 1.f;  // QF_FP8: the block scale 2^(e − 127), applied to the sums (exact)
+        const bool rv = r < rlim;
+        if constexpr (QF == QF_FP8) {  // (row r − k·SW of the sweep)
+          const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
+          const uint32_t eb = rv ? uint8_t(sscale[(r - k * SW) * a.qg.scale_row_bytes + (lr >> 1)]) : 127u;
+          qs = quant::dev::exp2i(int(eb) - 127);
+          const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float2 lo = quant::dev::e4m3x2_decode(ws[i]), hi = quant::dev::e4m3x2_decode(ws[i] >> 16);
+            f[4 * i] = lo.x, f[4 * i + 1] = lo.y, f[4 * i + 2] = hi.x, f[4 * i + 3] = hi.y;
+          }
+        } else if constexpr (QF == QF_NVFP4) {  // as QStage::read: (y · s) · t per value
+          const uint2 w = rv ? *reinterpret_cast<const uint2*>(sk + u * RPL * ROWB) : make_uint2(0u, 0u);
+          const float sf = rv ? quant::dev::e4m3_decode(uint8_t(sscale[(r - k * SW) * a.qg.scale_row_bytes + lr])) : 0.f;
+          const float t = *reinterpret_cast<const float*>(sscale + SW * a.qg.scale_row_bytes);
+          float y[8];
+          quant::dev::e2m1x8_decode(w.x, y);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) f[e] = __fmul_rn(__fmul_rn(y[e], sf), t);
+          quant::dev::e2m1x8_decode(w.y, y);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) f[8 + e] = __fmul_rn(__fmul_rn(y[e], sf), t);
+        } else {
+          const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
           const TS* x = reinterpret_cast<const TS*>(&w);
 #pragma unroll
           for (int e = 0; e < E; ++e) f[e] = Traits<SD>::load(x[e]);
         }
-        if (flush) {  // fold first: S_h = e^{Λ_h} ⊙ S_0 + Σ_j (d_j c_j) k̂_jᵀ (KDA: c_j in KV)
+        if constexpr (!QB) if (flush) {  // fold first: S_h = e^{Λ_h} ⊙ S_0 + Σ_j (d_j c_j) k̂_jᵀ (KDA: c_j in KV)
           const int rc = min(r, RB - 1), hl = div_small(rc, vt);
 #pragma unroll
           for (int e = 0; e < E; ++e) f[e] *= KDA ? e0r[e] : E0[hl];
@@ -551,8 +630,8 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
           pk = fmaf(f[e], ukr[e], pk);
           pq = fmaf(f[e], uqr[e], pq);
         }
-        ak[u] = pk;
-        aq[u] = pq;
+        ak[u] = pk * qs;
+        aq[u] = pq * qs;
       }
       __syncthreads();  // stage k % NST read: refill it with sweep k + NST
       if (tid == 0 && k + NST < nsw) {
@@ -563,7 +642,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
       cuda_util::transpose_sum<RQ, LPB>(aq, lr);
       if ((lr & (LPB / RQ - 1)) == 0) {
         const int r = r0 + (lr / (LPB / RQ)) * RPL + sub;
-        if (r < RB) {
+        if (r < rlim) {
           const int hl = div_small(r, vt), vl = r - hl * vt;
           const int64_t hv = hv0 + hl;
           const float e = KDA ? 1.f : EU[hl];

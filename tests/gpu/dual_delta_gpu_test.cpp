@@ -240,14 +240,22 @@ struct RunResult {
   int flushes = 0;
 };
 
-// `steps` steps of T tokens on B = 3 rows (row 1 a pad row) of a dual pool,
-// the same inputs on the cpu and cuda backends. T = 1 commits all; T > 1
-// commits random acceptances at the start of the next step.
-RunResult run(const Cfg& c, ReadFormat fmt, int64_t L, int64_t T, int steps, uint32_t seed) {
+// `steps` steps of T tokens on B rows (row 1 a pad row; B = 3: slots 3 and
+// 0 of 5, else B of B + 2 slots in a random order) of a dual pool, the same
+// inputs on the cpu and cuda backends. T = 1 commits all; T > 1 commits
+// random acceptances at the start of the next step.
+RunResult run(const Cfg& c, ReadFormat fmt, int64_t L, int64_t T, int steps, uint32_t seed, int64_t B = 3) {
   std::mt19937 rng(seed);
-  const int64_t S = 5, B = 3;
+  const int64_t S = B == 3 ? 5 : B + 2;
   DualPool pool(c, fmt, S, L, T, rng);
-  const std::vector<int64_t> slots = {3, -1, 0};
+  std::vector<int64_t> slots = {3, -1, 0};
+  if (B != 3) {
+    std::vector<int64_t> all(static_cast<size_t>(S));
+    for (int64_t i = 0; i < S; ++i) all[size_t(i)] = i;
+    std::shuffle(all.begin(), all.end(), rng);
+    slots.assign(all.begin(), all.begin() + B);
+    slots[1] = -1;
+  }
   Pair slot = index_pair(slots);
   Inputs in(c, {B, T}, rng);
   RunResult res;
@@ -341,6 +349,38 @@ TEST(DualDeltaGpu, DecodeStepsMatchCpuAndCheckpointIndependentOfFormat) {
     }
     ++seed;
   }
+}
+
+// T = 1 at 40 rows, where the launcher takes its production tiles (GDN: a
+// whole key head of 4 value heads per block; KDA: whole heads), so the
+// fp8 / nvfp4 copies stream by bulk copies of whole head tiles (the batch-3
+// runs above take 32- or 64-row tiles of one head). L = 4: rows flush at
+// steps 4 and 8.
+TEST(DualDeltaGpu, ProductionTiles) {
+  RSSM_SKIP_WITHOUT_GPU();
+  uint32_t seed = 900;
+  for (const Cfg& c : {Cfg{DeltaFamily::gdn, 16, 64, 128, 128}, Cfg{DeltaFamily::kda, 32, 32, 128, 128}})
+    for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
+      SCOPED_TRACE(name(c) + " " + read_format_name(f) + " 40 rows");
+      const RunResult r = run(c, f, 4, 1, 9, seed++, 40);
+      if (::testing::Test::HasFailure()) return;
+      EXPECT_EQ(r.flushes, 2 * 39);
+    }
+}
+
+// The same bulk stream on small heads (one key head, GDN two value heads),
+// fp8 / nvfp4 copies, 32-row tiles at batch 3: small enough for
+// compute-sanitizer (scripts/gpu_check.sh SANITIZE_FILTER).
+TEST(DualDeltaGpu, BulkCopySmall) {
+  RSSM_SKIP_WITHOUT_GPU();
+  uint32_t seed = 950;
+  for (const Cfg& c : {Cfg{DeltaFamily::gdn, 1, 2, 128, 128}, Cfg{DeltaFamily::kda, 1, 1, 128, 128}})
+    for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
+      SCOPED_TRACE(name(c) + " " + read_format_name(f));
+      const RunResult r = run(c, f, 4, 1, 6, seed++);
+      if (::testing::Test::HasFailure()) return;
+      EXPECT_EQ(r.flushes, 2);
+    }
 }
 
 // Rings longer than the fold's triangular chunk (16 records): the GPU fold
