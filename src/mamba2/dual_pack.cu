@@ -343,6 +343,9 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
   const bool nvfp4 = d.format == ReadFormat::nvfp4;
   for (int64_t w0 = 0; w0 < p.B; w0 += PACK_WINDOW) {
     const int count = window_rows(d, w0, lslot, lstart, lcount, wcount);
+    // Every cursor of the batch read: the step's replay kernel (a
+    // programmatic dependent, launch.cu::dual_replay_step) may start.
+    if (w0 + PACK_WINDOW >= p.B) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     if (count == 0) continue;
     // items per tile: NVFP4 one (the tile scale); otherwise enough chunks of
     // <= RT_MAX rows per thread to give every block an item where possible

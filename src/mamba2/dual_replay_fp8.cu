@@ -14,4 +14,9 @@ template void launch_replay_packed<QF_FP8, DType::f32>(const Params&, const Laun
 template void launch_replay_packed<QF_FP8, DType::f16>(const Params&, const LaunchCfg&);
 template void launch_replay_packed<QF_FP8, DType::bf16>(const Params&, const LaunchCfg&);
 
+// the bulk-copy T = 1 stream (launch_impl.cuh)
+template void launch_replay1_packed<QF_FP8, DType::f32>(const Params&, const LaunchCfg&);
+template void launch_replay1_packed<QF_FP8, DType::f16>(const Params&, const LaunchCfg&);
+template void launch_replay1_packed<QF_FP8, DType::bf16>(const Params&, const LaunchCfg&);
+
 }  // namespace replayssm::mamba2::kern

@@ -14,4 +14,9 @@ template void launch_replay_packed<QF_NVFP4, DType::f32>(const Params&, const La
 template void launch_replay_packed<QF_NVFP4, DType::f16>(const Params&, const LaunchCfg&);
 template void launch_replay_packed<QF_NVFP4, DType::bf16>(const Params&, const LaunchCfg&);
 
+// the bulk-copy T = 1 stream (launch_impl.cuh)
+template void launch_replay1_packed<QF_NVFP4, DType::f32>(const Params&, const LaunchCfg&);
+template void launch_replay1_packed<QF_NVFP4, DType::f16>(const Params&, const LaunchCfg&);
+template void launch_replay1_packed<QF_NVFP4, DType::bf16>(const Params&, const LaunchCfg&);
+
 }  // namespace replayssm::mamba2::kern

@@ -24,6 +24,7 @@ struct Replay1Layout {
   int32_t stage, bar, Cs, Bw, BC, dh, dwin, Ah, Dh, coef, dec, fw, fdec, hist, Bh, xh, xwin, zs, red, bytes;
   int32_t Pp, nhp;  // P rounded up to 8, heads rounded up to 4 (16-byte chunks)
   int32_t ring_bulk;  // 1: the ring entries are fetched by bulk copies (launch.cu::replay1_ring_bulk)
+  int32_t swb;        // bytes per sweep stage
 };
 
 // Everything a launch needs; passed by value (well under the 4 KiB limit).

@@ -283,13 +283,20 @@ bool replay1_ring_bulk(const Params& p, int hb, int as) {
 constexpr int64_t REPLAY1_BLOCK_BYTES = 256 * 1024;
 constexpr int64_t REPLAY1_SMEM = 113 * 1024;
 
-void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec) {
+// qf (QF_FP8 / QF_NVFP4): the state is a packed read copy (replay1_qfits);
+// dependent: launched as the previous kernel's programmatic dependent.
+void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec,
+                           int qf = QF_NONE, bool dependent = false) {
   const DeviceInfo info = device_info(fn);
-  const int ss = int(dtype_size(state)), as = int(dtype_size(act));
-  const int64_t row_bytes = int64_t(kern::R1_N) * ss;
-  const int64_t sweep_bytes = kern::replay1_sweep_rows(ss) * row_bytes;
+  const int ss = qf != QF_NONE ? 1 : int(dtype_size(state)), as = int(dtype_size(act));
+  const int srb = qf != QF_NONE ? int(p.q_srb) : 0;
+  const int64_t row_bytes = qf == QF_NONE    ? int64_t(kern::R1_N) * ss
+                            : qf == QF_NVFP4 ? kern::R1_N / 2 + srb
+                                             : kern::R1_N + srb;
+  const int64_t sweep_bytes = qf != QF_NONE ? kern::replay1_qsweep_bytes(qf, p.P, srb)
+                                            : kern::replay1_sweep_rows(ss) * row_bytes;
   int hb = 1;
-  auto arrays = [&](int h) { return kern::replay1_smem(p.L, p.T, h, p.P, as, ss, 0, p.T > 1).bytes; };
+  auto arrays = [&](int h) { return kern::replay1_smem(p.L, p.T, h, p.P, as, ss, 0, p.T > 1, qf, srb).bytes; };
   while (p.hpg % (2 * hb) == 0 && 2 * hb * p.P * row_bytes <= REPLAY1_BLOCK_BYTES && arrays(2 * hb) + 2 * sweep_bytes <= REPLAY1_SMEM)
     hb *= 2;
   while (hb > 1 && p.B * p.G * (p.hpg / hb) < 8 * info.sms) hb /= 2;  // small batches: enough blocks
@@ -302,11 +309,35 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
   t.hchunks = p.hpg / hb;
   t.pchunks = 1;
   t.blocks = p.B * p.G * t.hchunks;
-  p.r1 = kern::replay1_smem(p.L, p.T, hb, p.P, as, ss, p.stages, p.T > 1);
+  p.r1 = kern::replay1_smem(p.L, p.T, hb, p.P, as, ss, p.stages, p.T > 1, qf, srb);
   p.r1.ring_bulk = replay1_ring_bulk(p, hb, as) ? 1 : 0;
-  const LaunchCfg c = config(fn, p, t, p.r1.bytes, exec, 1, info);
-  dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_replay1<SD, AD>(p, c); });
+  LaunchCfg c = config(fn, p, t, p.r1.bytes, exec, 1, info);
+  c.dependent = dependent;
+  auto packed = [&]<int QF>() {
+    switch (act) {
+      case DType::f32: return kern::launch_replay1_packed<QF, DType::f32>(p, c);
+      case DType::f16: return kern::launch_replay1_packed<QF, DType::f16>(p, c);
+      case DType::bf16: return kern::launch_replay1_packed<QF, DType::bf16>(p, c);
+      default: check::fail(fn, "x", std::string("unsupported activation dtype ") + dtype_name(act));
+    }
+  };
+  if (qf == QF_FP8) packed.template operator()<QF_FP8>();
+  else if (qf == QF_NVFP4) packed.template operator()<QF_NVFP4>();
+  else dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_replay1<SD, AD>(p, c); });
 }
+
+// The bulk-copy T = 1 stream over a packed copy (replay1_kernel.cuh, QF):
+// N = 128, sweeps of 256 rows of whole heads (P divides 256), every copied
+// run (a head's codes, its scale rows, the nvfp4 tensor scale) 16-byte
+// aligned, and replay1_fits' shared-memory bound.
+bool replay1_qfits(const Params& p, int qf) {
+  const int64_t rowb = qf == QF_NVFP4 ? kern::R1_N / 2 : kern::R1_N;
+  return p.T == 1 && p.N == kern::R1_N && p.P <= 256 && 256 % p.P == 0 && reinterpret_cast<uintptr_t>(p.state) % 16 == 0 &&
+         p.st_s % 16 == 0 && p.st_h % 16 == 0 && p.st_p == rowb && p.q_scale_off % 16 == 0 &&
+         (p.P * p.q_srb) % 16 == 0 && (qf != QF_NVFP4 || p.q_t_off % 16 == 0) &&
+         kern::replay1_smem(p.L, p.T, 1, p.P, 4, 1, 1, false, qf, int(p.q_srb)).bytes <= 200 * 1024;
+}
+
 
 // Dual precision (pool.read_copy): the pack kernel folds the flushing rows
 // into the checkpoint and re-packs their copy, then the replay kernel
@@ -314,7 +345,8 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
 // write no state) and the cursor kernel moves the cursors. A bf16 / f16 copy
 // is a plain [P, N] matrix of that dtype inside each tile (tile and slot
 // strides are multiples of 16 bytes), so it takes the state-dtype stream;
-// fp8 / nvfp4 take the packed stream (QF_FP8 / QF_NVFP4).
+// fp8 / nvfp4 take the packed stream (QF_FP8 / QF_NVFP4): the bulk-copy
+// kernel where replay1_qfits holds (T = 1, N = 128), else replay_kernel.cuh.
 // Everything is validated before the first launch.
 void dual_replay_step(const char* fn, const Params& base, const Mamba2Pool& pool, DType act,
                       const Exec& exec) {
@@ -376,9 +408,12 @@ void dual_replay_step(const char* fn, const Params& base, const Mamba2Pool& pool
       default: check::fail(fn, "x", std::string("unsupported activation dtype ") + dtype_name(act));
     }
   };
-  if (qf == QF_FP8) by_act.template operator()<QF_FP8>();
+  // The bulk-copy kernel overlaps the pack kernel (its programmatic
+  // dependent: flushing rows wait for it on the device, replay1_kernel.cuh).
+  if (packed && replay1_qfits(p, qf)) launch_replay1_kernel(fn, p, sd, act, exec, qf, true);
+  else if (qf == QF_FP8) by_act.template operator()<QF_FP8>();
   else if (qf == QF_NVFP4) by_act.template operator()<QF_NVFP4>();
-  else if (replay1_fits(p, 2)) launch_replay1_kernel(fn, p, sd, act, exec);
+  else if (replay1_fits(p, 2)) launch_replay1_kernel(fn, p, sd, act, exec, QF_NONE, true);
   else dispatch(fn, sd, act, [&]<DType SD, DType AD>() { kern::launch_replay<SD, AD>(p, c); });
   launch_cursor(fn, p, Mode::step, exec);
 }

@@ -22,7 +22,8 @@ void run_kernel(const Params& p, const LaunchCfg& c) {
                      c.fn, "shared memory size");
     raised.store(c.smem);
   }
-  K<<<c.grid, KERNEL_THREADS, c.smem, c.stream>>>(p);
+  if (c.dependent) (void)cuda_util::launch_dependent(K, c.grid, dim3(KERNEL_THREADS), c.smem, c.stream, p);
+  else K<<<c.grid, KERNEL_THREADS, c.smem, c.stream>>>(p);
   cuda_util::check_launch(c.fn);
 }
 
@@ -35,6 +36,10 @@ template <DType SD, DType AD> void launch_replay(const Params& p, const LaunchCf
 template <DType SD, DType AD> void launch_replay1(const Params& p, const LaunchCfg& c) {
   if (p.T == 1) run_kernel<mamba2_replay1_kernel<SD, AD, false>>(p, c);
   else run_kernel<mamba2_replay1_kernel<SD, AD, true>>(p, c);
+}
+// Packed read copies (instantiated by dual_replay_fp8.cu / dual_replay_nvfp4.cu).
+template <int QF, DType AD> void launch_replay1_packed(const Params& p, const LaunchCfg& c) {
+  run_kernel<mamba2_replay1_kernel<DType::bf16, AD, false, QF>>(p, c);
 }
 template <DType SD, DType AD> void launch_decode(const Params& p, const LaunchCfg& c) {
   run_kernel<mamba2_decode_kernel<SD, AD, HOT_VPL>>(p, c);

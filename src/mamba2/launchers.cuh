@@ -16,6 +16,10 @@ struct LaunchCfg {
   cudaStream_t stream = nullptr;
   int vpl = 1;  // vectors per lane (heuristics.h::RowGeometry)
   const char* fn = "";
+  // Launched as the stream's previous kernel's programmatic dependent
+  // (cuda_util::launch_dependent): it waits (griddepcontrol.wait) before
+  // reading what that kernel writes.
+  bool dependent = false;
 };
 
 template <DType SD, DType AD> void launch_replay(const Params& p, const LaunchCfg& c);
@@ -27,6 +31,8 @@ template <DType SD, DType AD> void launch_prefill(const Params& p, const LaunchC
 // Dual precision (dual_pack.cu, dual_replay_*.cu): the replay kernel on a
 // packed read copy (QF_FP8 | QF_NVFP4), and the pack kernel.
 template <int QF, DType AD> void launch_replay_packed(const Params& p, const LaunchCfg& c);
+// T = 1, N = 128: the bulk-copy replay kernel on a packed copy (launch.cu::replay1_qfits).
+template <int QF, DType AD> void launch_replay1_packed(const Params& p, const LaunchCfg& c);
 // fold = true (step): fold the flushing rows of p's plan into the checkpoint
 // and pack their copy; fold = false: pack every valid row's checkpoint.
 // p: slots (and cursors, records, A, num_accepted for fold) of the call;

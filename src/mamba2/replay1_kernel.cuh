@@ -32,8 +32,11 @@
 //     stored; the lane holding a row's sum writes y = dec·(S·C_t) + hist,
 //     gated. T > 1: the same fold and outputs, S·[C_1 … C_T] on tensor cores
 //     (the MMA branch of phase 4 describes the fragments).
-// Dual precision (p.dual): the state is a bf16 / f16 read copy; a flushing
-// row was already folded and re-packed, so it runs with an empty history.
+// Dual precision (p.dual): the state is a bf16 / f16 read copy, or (QF, T = 1)
+// a packed fp8 / nvfp4 one; a flushing row is folded and re-packed by the
+// pack kernel, which this launch overlaps as its programmatic dependent: the
+// first sweeps wait for the plan, a flushing row waits for the pack grid
+// (griddepcontrol.wait) and runs with an empty history.
 #pragma once
 #include "mamba2/replay_kernel.cuh"
 
@@ -48,16 +51,30 @@ inline constexpr int R1_MAX_T = 8;  // tokens per step (the tensor-core stream's
 // Rows a warp reads per batch; a sweep is KERNEL_WARPS batches.
 RSSM_M2_HD int replay1_batch_rows(int state_size) { return R1_RB * (32 / (R1_N * state_size / 16)); }
 RSSM_M2_HD int replay1_sweep_rows(int state_size) { return KERNEL_WARPS * replay1_batch_rows(state_size); }
+// A packed fp8 / nvfp4 read copy (QF, dual pools, T = 1; launch.cu::
+// replay1_qfits): a lane owns 16 values of a row (fp8: 16 code bytes and one
+// of the row's 32-value block scales, nvfp4: 8 bytes and its 16-value block
+// scale), so a sweep is replay1_sweep_rows(1) = 256 rows, whole heads (P
+// divides it). Its stage holds the codes of the sweep's rows, then their
+// scale rows, then (nvfp4) one 16-byte tensor-scale slot per head: per head
+// two or three bulk copies on the stage's mbarrier.
+RSSM_M2_HD int64_t replay1_qsweep_bytes(int qf, int P, int srb) {
+  const int sw = replay1_sweep_rows(1);
+  return int64_t(sw) * (qf == QF_NVFP4 ? R1_N / 2 : R1_N) + int64_t(sw) * srb + (qf == QF_NVFP4 ? 16 * (sw / P) : 0);
+}
 
 // Shared-memory layout (byte offsets) of one block: the sweep stages, the
 // (at most L) records the step reads, the window's T tokens and the per-step
 // arrays; computed on the host and passed in Params::r1 (recomputing it took
 // ~250 instructions per thread).
+// qf (QF_FP8 / QF_NVFP4, srb scale bytes per row): stages of a packed copy.
 inline Replay1Layout replay1_smem(int L, int T, int nh, int P, int act_size, int state_size, int stages,
-                                  bool mma) {
+                                  bool mma, int qf = QF_NONE, int srb = 0) {
   Replay1Layout m{};
   const int J = L + T;  // records (at most L) and the window's T tokens
-  int64_t o = int64_t(stages) * replay1_sweep_rows(state_size) * R1_N * state_size;  // sweep stages
+  m.swb = int32_t(qf != QF_NONE ? replay1_qsweep_bytes(qf, P, srb)
+                                : int64_t(replay1_sweep_rows(state_size)) * R1_N * state_size);
+  int64_t o = int64_t(stages) * m.swb;  // sweep stages
   m.stage = 0;
   auto take = [&](int64_t bytes) {
     const int32_t at = int32_t(o);
@@ -107,13 +124,16 @@ using cuda_util::tf32_split;
 using cuda_util::ld4;
 using cuda_util::st4;
 
-template <DType SD, DType AD, bool MMA>
+// QF (QF_FP8 / QF_NVFP4, T = 1): the state is a packed read copy (dual pools).
+template <DType SD, DType AD, bool MMA, int QF = QF_NONE>
 __global__ void __launch_bounds__(KERNEL_THREADS, R1_BLOCKS_PER_SM)
 mamba2_replay1_kernel(const Params p) {
-  using st_t = typename Traits<SD>::type;
+  constexpr bool QB = QF != QF_NONE;
+  static_assert(!QB || !MMA, "packed copies: the T = 1 stream");
+  using st_t = std::conditional_t<QB, uint8_t, typename Traits<SD>::type>;
   using at_t = typename Traits<AD>::type;
-  constexpr int E = VecOf<SD>::value;      // state elements per lane vector
-  constexpr int LPR = R1_N / E;            // lanes per row (32 or 16)
+  constexpr int E = QB ? 16 : VecOf<SD>::value;  // state elements per lane vector
+  constexpr int LPR = R1_N / E;            // lanes per row (32 or 16; packed: 8)
   constexpr int RPL = 32 / LPR;            // rows per warp load
   constexpr int RB = R1_RB;
   constexpr int BR = RB * RPL;             // rows per warp batch
@@ -164,16 +184,29 @@ mamba2_replay1_kernel(const Params p) {
   // (launch.cu::replay1_fits), so row r of the block is S + r·N
   st_t* S = static_cast<st_t*>(p.state) + slot * p.st_s + int64_t(bp.h0) * p.st_h;
   auto row_ptr = [&](int r) -> st_t* { return S + int64_t(r) * R1_N; };
-  constexpr int ROWB = R1_N * int(sizeof(st_t));  // bytes per state row
+  constexpr int ROWB = QF == QF_NVFP4 ? R1_N / 2 : R1_N * int(sizeof(st_t));  // bytes per state row
+  constexpr int LB = ROWB / LPR;                   // bytes per lane vector
   constexpr int SW = KERNEL_WARPS * BR;            // rows per sweep
   const int nsw = (rows + SW - 1) / SW;
+  const int64_t SWB = m.swb;                       // bytes per stage
   // sweep k of rows [k·SW, (k+1)·SW) into stage k % NST, completing on bar[k % NST]
   auto issue_sweep = [&](int k) {
     const int st = k - cuda_util::div_small(k, NST) * NST;
-    char* dst = stage + int64_t(st) * SW * ROWB;
+    char* dst = stage + st * SWB;
     const int r0 = k * SW, nr = min(SW, rows - r0);
-    mbar_arrive_expect_tx(bar + st, uint32_t(nr) * ROWB);
-    bulk_g2s(dst, row_ptr(r0), uint32_t(nr) * ROWB, bar + st, pol);
+    if constexpr (QB) {  // the sweep's heads: codes, scale rows, (nvfp4) tensor scales
+      const int hps = SW / P, h0s = k * hps, hn = min(hps, nh - h0s), srb = int(p.q_srb);
+      mbar_arrive_expect_tx(bar + st, uint32_t(hn * P * (ROWB + srb) + (QF == QF_NVFP4 ? 16 * hn : 0)));
+      for (int i = 0; i < hn; ++i) {
+        const uint8_t* tile = reinterpret_cast<const uint8_t*>(S) + int64_t(h0s + i) * p.st_h;
+        bulk_g2s(dst + i * P * ROWB, tile, uint32_t(P * ROWB), bar + st, pol);
+        bulk_g2s(dst + SW * ROWB + i * P * srb, tile + p.q_scale_off, uint32_t(P * srb), bar + st, pol);
+        if (QF == QF_NVFP4) bulk_g2s(dst + SW * (ROWB + srb) + 16 * i, tile + p.q_t_off, 16u, bar + st, pol);
+      }
+    } else {
+      mbar_arrive_expect_tx(bar + st, uint32_t(nr) * ROWB);
+      bulk_g2s(dst, row_ptr(r0), uint32_t(nr) * ROWB, bar + st, pol);
+    }
   };
   // With m.ring_bulk the ring's R entries (x of the block's heads, B of the
   // group, δ of the heads: each one contiguous run) come by bulk copies too,
@@ -187,14 +220,17 @@ mamba2_replay1_kernel(const Params p) {
       if (rbulk) mbar_init(rbar, 1);
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
+      // dual pools: after the plan (a flushing row's copy is repacked by the
+      // pack kernel this launch may overlap, launch.cu::dual_replay_step)
+      if (!p.dual)
+        for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
     }
   }
   // The lane's vectors of sweep k start at srow(k); row u·RPL of the warp's
   // batch is u·RPL·ROWB further (rows past the block's read stale stage bytes:
   // their sums are never stored).
   auto srow = [&](int k) {
-    return stage + (int64_t(k - cuda_util::div_small(k, NST) * NST) * SW + warp * BR + sub) * ROWB + lr * 16;
+    return stage + (k - cuda_util::div_small(k, NST) * NST) * SWB + (warp * BR + sub) * ROWB + lr * LB;
   };
 
   // ---- 2. cursor and window inputs; then the records the plan reads, staged
@@ -244,9 +280,19 @@ mamba2_replay1_kernel(const Params p) {
   if (rs != ROW_OK) {
     cp_async_wait(0);
     __syncthreads();  // barriers initialised
-    for (int k = 0; k < min(NST, nsw); ++k) mbar_wait(bar + k, 0);  // no copy outlives the block
+    if (!p.dual)
+      for (int k = 0; k < min(NST, nsw); ++k) mbar_wait(bar + k, 0);  // no copy outlives the block
     zero_outputs<AD>(p, bp, b, 0, T);
     return;
+  }
+  if (p.dual) {
+    // A flushing row's copy is the pack kernel's output: wait for that grid
+    // (a no-op when this launch is not its programmatic dependent); other
+    // rows' copies are untouched by it. (warp 0 lane 0 initialised the
+    // barriers before the cursor loads.)
+    if (plan.flush) asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (tid == 0)
+      for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
   }
   const bool flush = plan.flush && !p.dual;
   const int n = flush ? plan.fold_count : plan.hist_count;
@@ -413,7 +459,7 @@ mamba2_replay1_kernel(const Params p) {
     // A flush folds FG rows at a time, records outer (one fp32 B_j vector per
     // record, reused by the FG rows): f = fdec·S_0, then f + round(w·B_j) with
     // w = fw_j x_j[p] for j = 0 … n−1, as replay_pass and the dual pack kernel.
-    constexpr int FG = E == 4 ? RB : RB / 2;
+    constexpr int FG = QB ? 1 : E == 4 ? RB : RB / 2;
     for (int k = 0; k < nsw; ++k) {
       const int kq_ = cuda_util::div_small(k, NST);
       mbar_wait(bar + k - kq_ * NST, uint32_t(kq_) & 1u);
@@ -423,9 +469,41 @@ mamba2_replay1_kernel(const Params p) {
   #pragma unroll
       for (int g0 = 0; g0 < RB; g0 += FG) {
         float f[FG][E];
+        float qs[FG];  // QF_FP8: the rows' block scales 2^(e − 127), applied to the sums (exact)
   #pragma unroll
-        for (int u = 0; u < FG; ++u) widen<SD>(*reinterpret_cast<const uint4*>(sk + (g0 + u) * RPL * ROWB), f[u]);
-        if (flush) {
+        for (int u = 0; u < FG; ++u) {
+          qs[u] = 1.f;
+          if constexpr (QB) {
+            // row rs of the sweep: its scale row after the sweep's codes
+            const int rs = warp * BR + (g0 + u) * RPL + sub;
+            const char* const sg = stage + (k - kq_ * NST) * SWB, *const sc = sg + SW * ROWB + rs * int(p.q_srb);
+            if constexpr (QF == QF_FP8) {
+              const uint4 w = *reinterpret_cast<const uint4*>(sk + (g0 + u) * RPL * ROWB);
+              qs[u] = quant::dev::exp2i(int(uint8_t(sc[lr >> 1])) - 127);
+              const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+  #pragma unroll
+              for (int i = 0; i < 4; ++i) {
+                const float2 lo = quant::dev::e4m3x2_decode(ws[i]), hi = quant::dev::e4m3x2_decode(ws[i] >> 16);
+                f[u][4 * i] = lo.x, f[u][4 * i + 1] = lo.y, f[u][4 * i + 2] = hi.x, f[u][4 * i + 3] = hi.y;
+              }
+            } else {  // (y · s) · t per value, as the staged packed stream
+              const uint2 w = *reinterpret_cast<const uint2*>(sk + (g0 + u) * RPL * ROWB);
+              const float sf = quant::dev::e4m3_decode(uint8_t(sc[lr]));
+              const float t = *reinterpret_cast<const float*>(sg + SW * (ROWB + int(p.q_srb)) +
+                                                              16 * cuda_util::div_small(rs, P));
+              float y[8];
+              quant::dev::e2m1x8_decode(w.x, y);
+  #pragma unroll
+              for (int e = 0; e < 8; ++e) f[u][e] = __fmul_rn(__fmul_rn(y[e], sf), t);
+              quant::dev::e2m1x8_decode(w.y, y);
+  #pragma unroll
+              for (int e = 0; e < 8; ++e) f[u][8 + e] = __fmul_rn(__fmul_rn(y[e], sf), t);
+            }
+          } else {
+            widen<SD>(*reinterpret_cast<const uint4*>(sk + (g0 + u) * RPL * ROWB), f[u]);
+          }
+        }
+        if constexpr (!QB) if (flush) {
           int hl[FG], pp[FG];
   #pragma unroll
           for (int u = 0; u < FG; ++u) {
@@ -469,7 +547,7 @@ mamba2_replay1_kernel(const Params p) {
           float sum = 0.f;
   #pragma unroll
           for (int e = 0; e < E; ++e) sum = fmaf(f[u][e], cq[e], sum);
-          a[g0 + u] = sum;
+          a[g0 + u] = sum * qs[u];
         }
       }
       cuda_util::transpose_sum<RB, LPR>(a, lr);

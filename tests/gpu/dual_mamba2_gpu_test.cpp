@@ -201,14 +201,23 @@ struct RunResult {
 // window's acceptances (random in [1, T]) are committed at the step's start
 // through num_accepted. cpu and cuda run the same inputs; every step checks
 // outputs, cursors, non-flush checkpoint bytes and the copy invariant.
+// B = 4: slots {3, pad, 0, 4} of 5; otherwise B rows over B + 2 slots in a
+// random order, row 1 a pad row.
 RunResult run(const Shape& s, DType sd, DType act, std::optional<ReadFormat> fmt, uint32_t seed,
-              int steps, int64_t L, const std::vector<int64_t>& Ts) {
+              int steps, int64_t L, const std::vector<int64_t>& Ts, int64_t B = 4) {
   std::mt19937 rng(seed);
   const int64_t Tmax = *std::max_element(Ts.begin(), Ts.end());
   const bool spec = Tmax > 1;
-  Rig rig(rng, 5, s, sd, act, fmt, L, Tmax);
-  const std::vector<int64_t> slots = {3, -1, 0, 4};
-  const int64_t B = 4;
+  const int64_t S = B == 4 ? 5 : B + 2;
+  Rig rig(rng, S, s, sd, act, fmt, L, Tmax);
+  std::vector<int64_t> slots = {3, -1, 0, 4};
+  if (B != 4) {
+    std::vector<int64_t> all(static_cast<size_t>(S));
+    for (int64_t i = 0; i < S; ++i) all[size_t(i)] = i;
+    std::shuffle(all.begin(), all.end(), rng);
+    slots.assign(all.begin(), all.begin() + B);
+    slots[1] = -1;
+  }
   const double tol = fmt ? out_tol(*fmt, sd, act) : 2 * tolerance(sd == DType::f32 ? act : sd);
   const std::string what = shape_name(s) + " state " + dtype_name(sd) + " act " + dtype_name(act) +
                            " copy " + (fmt ? read_format_name(*fmt) : "none");
@@ -269,6 +278,30 @@ TEST(DualMamba2Gpu, PlainDecodeAllShapesFormats) {
         RecordProperty(shape_name(s) + " " + dtype_name(sd) + " " + read_format_name(f), std::to_string(r.worst));
         if (HasFailure()) return;
       }
+}
+
+// The bulk-copy T = 1 stream over fp8 / nvfp4 copies (replay1_kernel.cuh,
+// QF) on a small shape (8 heads of P = 64, N = 128, one group): whole and
+// partial 256-row sweeps; small enough for compute-sanitizer
+// (scripts/gpu_check.sh SANITIZE_FILTER).
+TEST(DualMamba2Gpu, BulkCopySmall) {
+  RSSM_SKIP_WITHOUT_GPU();
+  for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
+    const RunResult r = run(Shape{8, 64, 128, 1}, DType::f32, DType::bf16, f, 303, 9, 4, {1});
+    EXPECT_GE(r.flushes, 2) << "the schedule must flush";
+    if (HasFailure()) return;
+  }
+}
+
+// The same stream at 40 rows of H128 P64 (nemotron3), where the launcher
+// takes its production tiles (4+ heads per block: whole 256-row sweeps).
+TEST(DualMamba2Gpu, BulkCopyProductionTiles) {
+  RSSM_SKIP_WITHOUT_GPU();
+  for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
+    const RunResult r = run(Shape{128, 64, 128, 8}, DType::f32, DType::bf16, f, 404, 6, 4, {1}, 40);
+    EXPECT_GE(r.flushes, 39) << "the schedule must flush";
+    if (HasFailure()) return;
+  }
 }
 
 // Speculative windows T in {2, 5, 8} with random acceptances (L = 16).
