@@ -547,6 +547,8 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
     constexpr int E = QB ? 16 : 16 / int(sizeof(TS)), LPB = R1B_K / E, RPL = 32 / LPB;
     constexpr int RQ = QB ? R1Q_RQ : r1b_rq(KDA), BR = RQ * RPL, LB = ROWB / LPB;
     static_assert(!QB || R1Q_MAX_ROWS == (REPLAY1_THREADS / 32) * BR, "packed copy: a sweep of up to 128 rows");
+    constexpr int FG = QB ? 1 : KDA ? 2 : 4;  // rows per load group (a flush folds them together)
+    static_assert(RQ % FG == 0, "whole row groups");
     const int lr = lane32 & (LPB - 1), sub = lane32 / LPB;
     const float kq = MISC[0];
     const float* const ukp = KDA ? UK : KV + int64_t(n_old) * K;
@@ -569,69 +571,93 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
       const char* const sk = sg + (warp * BR + sub) * ROWB + lr * LB;
       const char* const sscale = sg + SW * ROWB;  // QB: the block scales of the sweep's rows
       float ak[RQ], aq[RQ];
+      // FG rows at a time: a flush folds them with the records outer (each
+      // k̂_j chunk read once for the FG rows)
 #pragma unroll
-      for (int u = 0; u < RQ; ++u) {
-        const int r = r0 + u * RPL + sub;
-        float f[E];
-        float qs = 1.f;  // QF_FP8: the block scale 2^(e − 127), applied to the sums (exact)
-        const bool rv = r < rlim;
-        if constexpr (QF == QF_FP8) {  // (row r − k·SW of the sweep)
-          const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
-          const uint32_t eb = rv ? uint8_t(sscale[(r - k * SW) * a.qg.scale_row_bytes + (lr >> 1)]) : 127u;
-          qs = quant::dev::exp2i(int(eb) - 127);
-          const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+      for (int u0 = 0; u0 < RQ; u0 += FG) {
+        float f[FG][E];
+        float qs[FG];  // QF_FP8: the rows' block scales 2^(e − 127), applied to the sums (exact)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float2 lo = quant::dev::e4m3x2_decode(ws[i]), hi = quant::dev::e4m3x2_decode(ws[i] >> 16);
-            f[4 * i] = lo.x, f[4 * i + 1] = lo.y, f[4 * i + 2] = hi.x, f[4 * i + 3] = hi.y;
+        for (int i = 0; i < FG; ++i) {
+          const int u = u0 + i, r = r0 + u * RPL + sub;
+          const bool rv = r < rlim;
+          qs[i] = 1.f;
+          if constexpr (QF == QF_FP8) {  // (row r − k·SW of the sweep)
+            const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
+            const uint32_t eb = rv ? uint8_t(sscale[(r - k * SW) * a.qg.scale_row_bytes + (lr >> 1)]) : 127u;
+            qs[i] = quant::dev::exp2i(int(eb) - 127);
+            const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+              const float2 lo = quant::dev::e4m3x2_decode(ws[c]), hi = quant::dev::e4m3x2_decode(ws[c] >> 16);
+              f[i][4 * c] = lo.x, f[i][4 * c + 1] = lo.y, f[i][4 * c + 2] = hi.x, f[i][4 * c + 3] = hi.y;
+            }
+          } else if constexpr (QF == QF_NVFP4) {  // as QStage::read: (y · s) · t per value
+            const uint2 w = rv ? *reinterpret_cast<const uint2*>(sk + u * RPL * ROWB) : make_uint2(0u, 0u);
+            const float sf =
+                rv ? quant::dev::e4m3_decode(uint8_t(sscale[(r - k * SW) * a.qg.scale_row_bytes + lr])) : 0.f;
+            const float t = *reinterpret_cast<const float*>(sscale + SW * a.qg.scale_row_bytes);
+            float y[8];
+            quant::dev::e2m1x8_decode(w.x, y);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) f[i][e] = __fmul_rn(__fmul_rn(y[e], sf), t);
+            quant::dev::e2m1x8_decode(w.y, y);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) f[i][8 + e] = __fmul_rn(__fmul_rn(y[e], sf), t);
+          } else {
+            const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
+            const TS* x = reinterpret_cast<const TS*>(&w);
+#pragma unroll
+            for (int e = 0; e < E; ++e) f[i][e] = Traits<SD>::load(x[e]);
           }
-        } else if constexpr (QF == QF_NVFP4) {  // as QStage::read: (y · s) · t per value
-          const uint2 w = rv ? *reinterpret_cast<const uint2*>(sk + u * RPL * ROWB) : make_uint2(0u, 0u);
-          const float sf = rv ? quant::dev::e4m3_decode(uint8_t(sscale[(r - k * SW) * a.qg.scale_row_bytes + lr])) : 0.f;
-          const float t = *reinterpret_cast<const float*>(sscale + SW * a.qg.scale_row_bytes);
-          float y[8];
-          quant::dev::e2m1x8_decode(w.x, y);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) f[e] = __fmul_rn(__fmul_rn(y[e], sf), t);
-          quant::dev::e2m1x8_decode(w.y, y);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) f[8 + e] = __fmul_rn(__fmul_rn(y[e], sf), t);
-        } else {
-          const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
-          const TS* x = reinterpret_cast<const TS*>(&w);
-#pragma unroll
-          for (int e = 0; e < E; ++e) f[e] = Traits<SD>::load(x[e]);
         }
         if constexpr (!QB) if (flush) {  // fold first: S_h = e^{Λ_h} ⊙ S_0 + Σ_j (d_j c_j) k̂_jᵀ (KDA: c_j in KV)
-          const int rc = min(r, RB - 1), hl = div_small(rc, vt);
+          int rc[FG];
 #pragma unroll
-          for (int e = 0; e < E; ++e) f[e] *= KDA ? e0r[e] : E0[hl];
-          for (int j = 0; j < n_old; ++j) {
-            const float w = DT[j * RBM + rc];
+          for (int i = 0; i < FG; ++i) {
+            rc[i] = min(r0 + (u0 + i) * RPL + sub, RB - 1);
+            const float e0 = KDA ? 1.f : E0[div_small(rc[i], vt)];
+#pragma unroll
+            for (int e = 0; e < E; ++e) f[i][e] *= KDA ? e0r[e] : e0;
+          }
+          for (int j = 0; j < n_old; ++j) {  // the same operations per element as one row at a time
+            float w[FG];
+#pragma unroll
+            for (int i = 0; i < FG; ++i) w[i] = DT[j * RBM + rc[i]];
             const float* kv = KV + j * K + lr * E;
 #pragma unroll
             for (int e = 0; e < E; e += 4) {
               const float4 k4 = *reinterpret_cast<const float4*>(kv + e);
-              f[e] += w * k4.x; f[e + 1] += w * k4.y; f[e + 2] += w * k4.z; f[e + 3] += w * k4.w;
+#pragma unroll
+              for (int i = 0; i < FG; ++i) {
+                f[i][e] += w[i] * k4.x; f[i][e + 1] += w[i] * k4.y; f[i][e + 2] += w[i] * k4.z; f[i][e + 3] += w[i] * k4.w;
+              }
             }
           }
-          uint4 out;
-          TS* x = reinterpret_cast<TS*>(&out);
+#pragma unroll
+          for (int i = 0; i < FG; ++i) {
+            const int r = r0 + (u0 + i) * RPL + sub;
+            uint4 out;
+            TS* x = reinterpret_cast<TS*>(&out);
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+              x[e] = Traits<SD>::store(f[i][e]);
+              f[i][e] = Traits<SD>::load(x[e]);  // the outputs read the checkpoint as stored
+            }
+            if (r < RB) __stcs(reinterpret_cast<uint4*>(BASE + int64_t(r) * R1B_K + lr * E), out);
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < FG; ++i) {
+          float pk = 0.f, pq = 0.f;
 #pragma unroll
           for (int e = 0; e < E; ++e) {
-            x[e] = Traits<SD>::store(f[e]);
-            f[e] = Traits<SD>::load(x[e]);  // the outputs read the checkpoint as stored
+            pk = fmaf(f[i][e], ukr[e], pk);
+            pq = fmaf(f[i][e], uqr[e], pq);
           }
-          if (r < RB) __stcs(reinterpret_cast<uint4*>(BASE + int64_t(r) * R1B_K + lr * E), out);
+          ak[u0 + i] = pk * qs[i];
+          aq[u0 + i] = pq * qs[i];
         }
-        float pk = 0.f, pq = 0.f;
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          pk = fmaf(f[e], ukr[e], pk);
-          pq = fmaf(f[e], uqr[e], pq);
-        }
-        ak[u] = pk * qs;
-        aq[u] = pq * qs;
       }
       __syncthreads();  // stage k % NST read: refill it with sweep k + NST
       if (tid == 0 && k + NST < nsw) {
