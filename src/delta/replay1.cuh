@@ -586,24 +586,12 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
             const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
             const uint32_t eb = rv ? uint8_t(sscale[(r - k * SW) * a.qg.scale_row_bytes + (lr >> 1)]) : 127u;
             qs[i] = quant::dev::exp2i(int(eb) - 127);
-            const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              const float2 lo = quant::dev::e4m3x2_decode(ws[c]), hi = quant::dev::e4m3x2_decode(ws[c] >> 16);
-              f[i][4 * c] = lo.x, f[i][4 * c + 1] = lo.y, f[i][4 * c + 2] = hi.x, f[i][4 * c + 3] = hi.y;
-            }
+            quant::dev::fp8x16_decode_unscaled(w, f[i]);
           } else if constexpr (QF == QF_NVFP4) {  // as QStage::read: (y · s) · t per value
             const uint2 w = rv ? *reinterpret_cast<const uint2*>(sk + u * RPL * ROWB) : make_uint2(0u, 0u);
             const float sf =
                 rv ? quant::dev::e4m3_decode(uint8_t(sscale[(r - k * SW) * a.qg.scale_row_bytes + lr])) : 0.f;
-            const float t = *reinterpret_cast<const float*>(sscale + SW * a.qg.scale_row_bytes);
-            float y[8];
-            quant::dev::e2m1x8_decode(w.x, y);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) f[i][e] = __fmul_rn(__fmul_rn(y[e], sf), t);
-            quant::dev::e2m1x8_decode(w.y, y);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) f[i][8 + e] = __fmul_rn(__fmul_rn(y[e], sf), t);
+            quant::dev::nvfp4x16_decode(w, sf, *reinterpret_cast<const float*>(sscale + SW * a.qg.scale_row_bytes), f[i]);
           } else {
             const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
             const TS* x = reinterpret_cast<const TS*>(&w);

@@ -93,24 +93,34 @@ DeviceInfo device_info(const char* fn) {
   return i;
 }
 
+// Activation dtype → f.template operator()<AD>().
+template <class Fn>
+void by_act(const char* fn, DType act, Fn&& f) {
+  switch (act) {
+    case DType::f32: return f.template operator()<DType::f32>();
+    case DType::f16: return f.template operator()<DType::f16>();
+    case DType::bf16: return f.template operator()<DType::bf16>();
+    default: check::fail(fn, "x", std::string("unsupported activation dtype ") + dtype_name(act));
+  }
+}
 // The one dispatch switch of the family: (state dtype, activation dtype)
 // → the instantiation in kernels_<state dtype>.cu.
 template <class Fn>
 void dispatch(const char* fn, DType state, DType act, Fn&& f) {
-  auto by_act = [&]<DType SD>() {
-    switch (act) {
-      case DType::f32: return f.template operator()<SD, DType::f32>();
-      case DType::f16: return f.template operator()<SD, DType::f16>();
-      case DType::bf16: return f.template operator()<SD, DType::bf16>();
-      default: check::fail(fn, "x", std::string("unsupported activation dtype ") + dtype_name(act));
-    }
-  };
+  auto with = [&]<DType SD>() { by_act(fn, act, [&]<DType AD>() { f.template operator()<SD, AD>(); }); };
   switch (state) {
-    case DType::f32: return by_act.template operator()<DType::f32>();
-    case DType::f16: return by_act.template operator()<DType::f16>();
-    case DType::bf16: return by_act.template operator()<DType::bf16>();
+    case DType::f32: return with.template operator()<DType::f32>();
+    case DType::f16: return with.template operator()<DType::f16>();
+    case DType::bf16: return with.template operator()<DType::bf16>();
     default: check::fail(fn, "state", std::string("unsupported state dtype ") + dtype_name(state));
   }
+}
+// The same for a packed read copy: (QF_FP8 | QF_NVFP4, activation dtype) →
+// the instantiation in dual_replay_<format>.cu.
+template <class Fn>
+void dispatch_packed(const char* fn, int qf, DType act, Fn&& f) {
+  if (qf == QF_FP8) by_act(fn, act, [&]<DType AD>() { f.template operator()<QF_FP8, AD>(); });
+  else by_act(fn, act, [&]<DType AD>() { f.template operator()<QF_NVFP4, AD>(); });
 }
 
 // Prefill tensors [tokens, ...]: token index plays t, row offset b = 0.
@@ -313,17 +323,10 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
   p.r1.ring_bulk = replay1_ring_bulk(p, hb, as) ? 1 : 0;
   LaunchCfg c = config(fn, p, t, p.r1.bytes, exec, 1, info);
   c.dependent = dependent;
-  auto packed = [&]<int QF>() {
-    switch (act) {
-      case DType::f32: return kern::launch_replay1_packed<QF, DType::f32>(p, c);
-      case DType::f16: return kern::launch_replay1_packed<QF, DType::f16>(p, c);
-      case DType::bf16: return kern::launch_replay1_packed<QF, DType::bf16>(p, c);
-      default: check::fail(fn, "x", std::string("unsupported activation dtype ") + dtype_name(act));
-    }
-  };
-  if (qf == QF_FP8) packed.template operator()<QF_FP8>();
-  else if (qf == QF_NVFP4) packed.template operator()<QF_NVFP4>();
-  else dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_replay1<SD, AD>(p, c); });
+  if (qf != QF_NONE)
+    dispatch_packed(fn, qf, act, [&]<int QF, DType AD>() { kern::launch_replay1_packed<QF, AD>(p, c); });
+  else
+    dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_replay1<SD, AD>(p, c); });
 }
 
 // The bulk-copy T = 1 stream over a packed copy (replay1_kernel.cuh, QF):
@@ -400,19 +403,10 @@ void dual_replay_step(const char* fn, const Params& base, const Mamba2Pool& pool
   const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np) + p.stages * STAGE_BYTES, exec, g.vpl, info);
   kern::launch_dual_pack(fn, base, rc, fmt, pool.state.dtype, pool.ring_x.dtype, true, info.sms,
                          info.smem_optin, info.smem_per_sm, cuda_util::stream_of(exec));
-  auto by_act = [&]<int QF>() {
-    switch (act) {
-      case DType::f32: return kern::launch_replay_packed<QF, DType::f32>(p, c);
-      case DType::f16: return kern::launch_replay_packed<QF, DType::f16>(p, c);
-      case DType::bf16: return kern::launch_replay_packed<QF, DType::bf16>(p, c);
-      default: check::fail(fn, "x", std::string("unsupported activation dtype ") + dtype_name(act));
-    }
-  };
   // The bulk-copy kernel overlaps the pack kernel (its programmatic
   // dependent: flushing rows wait for it on the device, replay1_kernel.cuh).
   if (packed && replay1_qfits(p, qf)) launch_replay1_kernel(fn, p, sd, act, exec, qf, true);
-  else if (qf == QF_FP8) by_act.template operator()<QF_FP8>();
-  else if (qf == QF_NVFP4) by_act.template operator()<QF_NVFP4>();
+  else if (packed) dispatch_packed(fn, qf, act, [&]<int QF, DType AD>() { kern::launch_replay_packed<QF, AD>(p, c); });
   else if (replay1_fits(p, 2)) launch_replay1_kernel(fn, p, sd, act, exec, QF_NONE, true);
   else dispatch(fn, sd, act, [&]<DType SD, DType AD>() { kern::launch_replay<SD, AD>(p, c); });
   launch_cursor(fn, p, Mode::step, exec);

@@ -480,24 +480,12 @@ mamba2_replay1_kernel(const Params p) {
             if constexpr (QF == QF_FP8) {
               const uint4 w = *reinterpret_cast<const uint4*>(sk + (g0 + u) * RPL * ROWB);
               qs[u] = quant::dev::exp2i(int(uint8_t(sc[lr >> 1])) - 127);
-              const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
-  #pragma unroll
-              for (int i = 0; i < 4; ++i) {
-                const float2 lo = quant::dev::e4m3x2_decode(ws[i]), hi = quant::dev::e4m3x2_decode(ws[i] >> 16);
-                f[u][4 * i] = lo.x, f[u][4 * i + 1] = lo.y, f[u][4 * i + 2] = hi.x, f[u][4 * i + 3] = hi.y;
-              }
+              quant::dev::fp8x16_decode_unscaled(w, f[u]);
             } else {  // (y · s) · t per value, as the staged packed stream
               const uint2 w = *reinterpret_cast<const uint2*>(sk + (g0 + u) * RPL * ROWB);
-              const float sf = quant::dev::e4m3_decode(uint8_t(sc[lr]));
               const float t = *reinterpret_cast<const float*>(sg + SW * (ROWB + int(p.q_srb)) +
                                                               16 * cuda_util::div_small(rs, P));
-              float y[8];
-              quant::dev::e2m1x8_decode(w.x, y);
-  #pragma unroll
-              for (int e = 0; e < 8; ++e) f[u][e] = __fmul_rn(__fmul_rn(y[e], sf), t);
-              quant::dev::e2m1x8_decode(w.y, y);
-  #pragma unroll
-              for (int e = 0; e < 8; ++e) f[u][8 + e] = __fmul_rn(__fmul_rn(y[e], sf), t);
+              quant::dev::nvfp4x16_decode(w, quant::dev::e4m3_decode(uint8_t(sc[lr])), t, f[u]);
             }
           } else {
             widen<SD>(*reinterpret_cast<const uint4*>(sk + (g0 + u) * RPL * ROWB), f[u]);

@@ -130,6 +130,29 @@ __device__ __forceinline__ void e2m1x8_decode(uint32_t w, float (&y)[8]) {
   }
 }
 
+// 16 values of a packed row held by one lane of a streaming GEMV.
+// FP8: 16 codes of one 32-value block, unscaled (the caller applies the
+// block's power-of-two scale, exactly, to its sums).
+__device__ __forceinline__ void fp8x16_decode_unscaled(uint4 w, float (&f)[16]) {
+  const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const float2 lo = e4m3x2_decode(ws[c]), hi = e4m3x2_decode(ws[c] >> 16);
+    f[4 * c] = lo.x, f[4 * c + 1] = lo.y, f[4 * c + 2] = hi.x, f[4 * c + 3] = hi.y;
+  }
+}
+// NVFP4: the 16 values of one block (8 bytes), block scale sf, tile scale t:
+// (y · sf) · t per value, as quant_unpack.
+__device__ __forceinline__ void nvfp4x16_decode(uint2 w, float sf, float t, float (&f)[16]) {
+  float y[8];
+  e2m1x8_decode(w.x, y);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) f[e] = __fmul_rn(__fmul_rn(y[e], sf), t);
+  e2m1x8_decode(w.y, y);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) f[8 + e] = __fmul_rn(__fmul_rn(y[e], sf), t);
+}
+
 // NVFP4 tile scale t = amax / 2688 (0 below 2^-100); amax over finite values.
 __device__ __forceinline__ float nvfp4_tensor_scale(float amax) {
   return amax < NVFP4_MIN_AMAX ? 0.f : __fdiv_rn(amax, NVFP4_T_DIV);

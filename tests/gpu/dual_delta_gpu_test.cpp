@@ -248,14 +248,7 @@ RunResult run(const Cfg& c, ReadFormat fmt, int64_t L, int64_t T, int steps, uin
   std::mt19937 rng(seed);
   const int64_t S = B == 3 ? 5 : B + 2;
   DualPool pool(c, fmt, S, L, T, rng);
-  std::vector<int64_t> slots = {3, -1, 0};
-  if (B != 3) {
-    std::vector<int64_t> all(static_cast<size_t>(S));
-    for (int64_t i = 0; i < S; ++i) all[size_t(i)] = i;
-    std::shuffle(all.begin(), all.end(), rng);
-    slots.assign(all.begin(), all.begin() + B);
-    slots[1] = -1;
-  }
+  const std::vector<int64_t> slots = B == 3 ? std::vector<int64_t>{3, -1, 0} : shuffled_slots(B, S, rng);
   Pair slot = index_pair(slots);
   Inputs in(c, {B, T}, rng);
   RunResult res;

@@ -210,14 +210,7 @@ RunResult run(const Shape& s, DType sd, DType act, std::optional<ReadFormat> fmt
   const bool spec = Tmax > 1;
   const int64_t S = B == 4 ? 5 : B + 2;
   Rig rig(rng, S, s, sd, act, fmt, L, Tmax);
-  std::vector<int64_t> slots = {3, -1, 0, 4};
-  if (B != 4) {
-    std::vector<int64_t> all(static_cast<size_t>(S));
-    for (int64_t i = 0; i < S; ++i) all[size_t(i)] = i;
-    std::shuffle(all.begin(), all.end(), rng);
-    slots.assign(all.begin(), all.begin() + B);
-    slots[1] = -1;
-  }
+  const std::vector<int64_t> slots = B == 4 ? std::vector<int64_t>{3, -1, 0, 4} : shuffled_slots(B, S, rng);
   const double tol = fmt ? out_tol(*fmt, sd, act) : 2 * tolerance(sd == DType::f32 ? act : sd);
   const std::string what = shape_name(s) + " state " + dtype_name(sd) + " act " + dtype_name(act) +
                            " copy " + (fmt ? read_format_name(*fmt) : "none");

@@ -2,7 +2,11 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
 #include <gtest/gtest.h>
 
 #include "test_util.h"
@@ -75,6 +79,16 @@ inline HostTensor slot_slice(const Tensor& t, int64_t slot, bool on_device) {
   if (on_device) cudaMemcpy(h.data(), src, bytes, cudaMemcpyDeviceToHost);
   else std::memcpy(h.data(), src, bytes);
   return h;
+}
+
+// B distinct slots of S >= B in a random order, row 1 a pad row (-1).
+inline std::vector<int64_t> shuffled_slots(int64_t B, int64_t S, std::mt19937& rng) {
+  std::vector<int64_t> all(static_cast<size_t>(S));
+  std::iota(all.begin(), all.end(), int64_t(0));
+  std::shuffle(all.begin(), all.end(), rng);
+  all.resize(static_cast<size_t>(B));
+  if (B > 1) all[1] = -1;
+  return all;
 }
 
 }  // namespace replayssm::test
