@@ -118,11 +118,12 @@ __device__ __forceinline__ float4 load4_any(const void* p, DType dt, int64_t i) 
 __device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 
 // QF != QF_NONE: the state is a packed fp8 / nvfp4 read copy (dual pools),
-// staged as codes and scales (QStage) and decoded into Row<bf16>'s layout.
+// staged as codes and scales (QStage) and decoded into Row<bf16>'s layout;
+// with BULK the codes and scales arrive by bulk copies and a lane decodes
+// its 16 values in phase 4.
 // BULK: the state rows stream by bulk copies (delta_launch.cu::replay1_bulk_fits:
-// K = 128, the block's rows contiguous and 16-byte aligned; with QF: whole
-// head tiles, replay1_qbulk_fits).
-// K = 128, the block's rows contiguous and 16-byte aligned, QF_NONE).
+// K = 128, the block's rows contiguous and 16-byte aligned; with QF: the
+// block's rows of each head with their scales, replay1_qbulk_fits).
 template <DType SD, bool KDA, int QF = QF_NONE, bool BULK = false>
 __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS : REPLAY1_MIN_BLOCKS)
     delta_replay1_kernel(ReplayArgs a) {

@@ -341,7 +341,6 @@ bool replay1_qfits(const Params& p, int qf) {
          kern::replay1_smem(p.L, p.T, 1, p.P, 4, 1, 1, false, qf, int(p.q_srb)).bytes <= 200 * 1024;
 }
 
-
 // Dual precision (pool.read_copy): the pack kernel folds the flushing rows
 // into the checkpoint and re-packs their copy, then the replay kernel
 // streams the read copy (p.dual: flushing rows run with an empty history and
