@@ -196,10 +196,21 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
       cuda_util::bulk_g2s(dst, BASE + int64_t(r0) * R1B_K, uint32_t(nr) * ROWB, BAR + st);
     }
   };
-  // early exits: no copy outlives the block (the bulk stream and dual pools
-  // issue none before phase 1 / the plan)
+  // The first rows / sweeps: as soon as the slot is known, except for the
+  // GDN bulk stream (in phase 1, after the record loads: B = 256, HV64 fp32
+  // 385 → 361 µs, the records' loads no longer queue behind the block's own
+  // sweeps; KDA, whose blocks are a quarter of the size, lost 5 % with it)
+  // and dual pools (after the plan, below).
+  constexpr bool LATE = BULK && !KDA;
+  // early exits: no copy outlives the block
   auto drain = [&]() {
-    if (!BULK && !a.dual) cp_async_wait_all();
+    if (a.dual || LATE) return;
+    if constexpr (BULK) {
+      __syncthreads();  // barriers initialised
+      for (int k = 0; k < min(NST, nsw); ++k) cuda_util::mbar_wait(BAR + k, 0);
+    } else {
+      cp_async_wait_all();
+    }
   };
   // Row (value head hv0 + hl, v0 + vl) into stage pi, and read back.
   auto issue_row = [&](int pi, int hl, int vl) {
@@ -236,14 +247,11 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
       }
     }
   };
-  // The staged stream issues its first rows as soon as the slot is known. The
-  // bulk stream issues its first sweeps in phase 1, after the record loads
-  // (B = 256, GDN HV64 fp32: 386 → 370 µs; the records' loads no longer
-  // queue behind the block's own sweeps). Dual pools: a row whose plan
-  // flushes reads the copy that the dual fold (the kernel this launch depends
-  // on programmatically, delta_launch.cu) repacks, so the first sweeps wait
-  // for the plan; every other row's copy is untouched by the fold.
-  if (!BULK && !a.dual) issue_first();
+  // Dual pools: a row whose plan flushes reads the copy that the dual fold
+  // (the kernel this launch depends on programmatically, delta_launch.cu)
+  // repacks, so the first sweeps wait for the plan; every other row's copy is
+  // untouched by the fold.
+  if (!LATE && !a.dual) issue_first();
 
   RingCursor c = cursor_at(rg, s);
   if (!cursor_ok(rg, c)) {
@@ -363,7 +371,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   float* KR = sm + lay.kr;  // [K] raw k of the token
   if (warp == 0) {
     float ks, kq;
-    if (BULK && !a.dual) issue_first();  // (thread 0)
+    if (LATE && !a.dual) issue_first();  // (thread 0)
     warp_prep_qk(in, b, 0, kh, KV + int64_t(n_old) * K, QV, ks, kq, KR);
     if (lane32 == 0) MISC[0] = kq;
     if (blockIdx.x == 0) {  // one writer of the key head's record
@@ -545,10 +553,11 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
 
   // Phase 3: per row, the history terms (no flush) or the fold weights of
   // the d's (GDN flush: d_j c_j).
-  // Rows rr and rr + nthr together (two independent chains per thread).
-  for (int r0 = tid; r0 < RB; r0 += 2 * nthr) {
+  // GDN: rows rr and rr + nthr together (two independent chains per thread;
+  // KDA, at its 80-register cap, one row at a time).
+  for (int r0 = tid; r0 < RB; r0 += (KDA ? 1 : 2) * nthr) {
     const int r1 = r0 + nthr;
-    const bool two = r1 < RB;
+    const bool two = !KDA && r1 < RB;
     const int h0 = div_small(r0, vt), h1 = two ? div_small(r1, vt) : h0;
     float hk0 = 0.f, hq0 = 0.f, hk1 = 0.f, hq1 = 0.f;
     if (flush) {
