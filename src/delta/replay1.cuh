@@ -197,10 +197,10 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
     }
   };
   // The first rows / sweeps: as soon as the slot is known, except for the
-  // GDN bulk stream (in phase 1, after the record loads: B = 256, HV64 fp32
-  // 385 → 361 µs, the records' loads no longer queue behind the block's own
-  // sweeps; KDA, whose blocks are a quarter of the size, lost 5 % with it)
-  // and dual pools (after the plan, below).
+  // GDN bulk stream (thread 0 issues them in phase 1, after its record loads:
+  // B = 256, HV64 fp32 383 → 360 µs, batch 1 11.4 → 11.7 µs; KDA, whose
+  // blocks are a quarter of the size, lost 5 % with it, perf_notes_delta.md
+  // v13) and dual pools (after the plan, below).
   constexpr bool LATE = BULK && !KDA;
   // early exits: no copy outlives the block
   auto drain = [&]() {
