@@ -466,7 +466,8 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   // (flush); GDN also the key products (independent of the decays).
   if (!KDA) {
     // c_j = e^{t + Σ_{j<i<m} g_i} (t: the token's gate, 0 on a flush): one
-    // warp per head, a suffix scan over the lanes (records j < 31)
+    // warp per head, a suffix scan over the lanes (m < 32 records; longer
+    // histories: one lane's serial chain)
     for (int hl = warp; hl < nh; hl += nwarps) {
       const float* g = GS + hl * (L + 1);
       const float tok = flush ? 0.f : g[n_old];

@@ -359,6 +359,21 @@ TEST(DeltaGpu, ReplayBulkSmall) {
     }
 }
 
+// Long rings on the T = 1 bulk stream (L = 32, the benchmark's longest):
+// histories of up to 31 records (the GDN decays' warp scan at its widest) and
+// flushes of 32 (its serial path), both families, fp32 / bf16 states.
+TEST(DeltaGpu, ReplayBulkLongRing) {
+  RSSM_SKIP_WITHOUT_GPU();
+  uint32_t seed = 75;
+  for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda})
+    for (DType st : {DType::f32, DType::bf16}) {
+      const Cfg c{f, {1, 2, 128, 128}, st};
+      SCOPED_TRACE(name(c) + " L32");
+      replay_run(c, 3, 6, 32, 1, 70, seed++, true);  // flushes at steps 32 and 64
+      if (::testing::Test::HasFailure()) return;
+    }
+}
+
 // Speculative steps (T = 5) through the tensor-core stream (replay.cuh, MMA:
 // K = 128) at 40 rows, where the launcher takes whole key heads (GDN: 4
 // value heads per block) and whole KDA heads; L = 8, so rows flush.
