@@ -345,33 +345,30 @@ TEST(DeltaGpu, ProductionTiles) {
 }
 
 // The T = 1 replay's bulk-copy stream (K = 128) on small heads, both
-// families, fp32 / bf16 states, a flush every fourth step: small enough for
-// compute-sanitizer (scripts/gpu_check.sh SANITIZE_FILTER).
-TEST(DeltaGpu, ReplayBulkSmall) {
-  RSSM_SKIP_WITHOUT_GPU();
-  uint32_t seed = 70;
+// families, fp32 / bf16 states, 3 rows (one a pad), L-record rings.
+void bulk_small_runs(int64_t L, int steps, uint32_t seed, const std::string& tag) {
   for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda})
     for (DType st : {DType::f32, DType::bf16}) {
       const Cfg c{f, {1, 2, 128, 128}, st};
-      SCOPED_TRACE(name(c));
-      replay_run(c, 3, 6, 4, 1, 9, seed++, true);
+      SCOPED_TRACE(name(c) + tag);
+      replay_run(c, 3, 6, L, 1, steps, seed++, true);
       if (::testing::Test::HasFailure()) return;
     }
 }
 
-// Long rings on the T = 1 bulk stream (L = 32, the benchmark's longest):
-// histories of up to 31 records (the GDN decays' warp scan at its widest) and
-// flushes of 32 (its serial path), both families, fp32 / bf16 states.
+// A flush every fourth step: small enough for compute-sanitizer
+// (scripts/gpu_check.sh SANITIZE_FILTER).
+TEST(DeltaGpu, ReplayBulkSmall) {
+  RSSM_SKIP_WITHOUT_GPU();
+  bulk_small_runs(4, 9, 70, "");
+}
+
+// Long rings (L = 32, the benchmark's longest): histories of up to 31
+// records (the GDN decays' warp scan at its widest) and flushes of 32 (its
+// serial path), at steps 32 and 64.
 TEST(DeltaGpu, ReplayBulkLongRing) {
   RSSM_SKIP_WITHOUT_GPU();
-  uint32_t seed = 75;
-  for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda})
-    for (DType st : {DType::f32, DType::bf16}) {
-      const Cfg c{f, {1, 2, 128, 128}, st};
-      SCOPED_TRACE(name(c) + " L32");
-      replay_run(c, 3, 6, 32, 1, 70, seed++, true);  // flushes at steps 32 and 64
-      if (::testing::Test::HasFailure()) return;
-    }
+  bulk_small_runs(32, 70, 75, " L32");
 }
 
 // Speculative steps (T = 5) through the tensor-core stream (replay.cuh, MMA:
