@@ -120,6 +120,7 @@ struct ReplayArgs {
   int nh = 1;         // value heads per block (all of them when > 1: vt = V)
   int vt = 0;         // V rows per block per head
   int vtiles = 1;     // ceil(V / vt)
+  bool late_first = false;  // T = 1 GDN bulk stream: first sweeps after the record loads (replay1.cuh)
   // Records readable 4 elements at a time (pointer and outer strides aligned
   // to 4 elements; T = 1 kernel): ring_d (and V % 4 == 0), ring_k, ring_g (KDA).
   bool d_vec = false, k_vec = false, g_vec = false;

@@ -198,10 +198,11 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   };
   // The first rows / sweeps: as soon as the slot is known, except for the
   // GDN bulk stream (thread 0 issues them in phase 1, after its record loads:
-  // B = 256, HV64 fp32 383 → 360 µs, batch 1 11.4 → 11.7 µs; KDA, whose
-  // blocks are a quarter of the size, lost 5 % with it, perf_notes_delta.md
-  // v13) and dual pools (after the plan, below).
-  constexpr bool LATE = BULK && !KDA;
+  // B = 256, HV64 fp32 383 → 360 µs; only from batch 32 on, batch 1 keeps
+  // the early sweeps, 11.8 → 11.1 µs; KDA, whose blocks are a quarter of the
+  // size, lost 5 % with it, perf_notes_delta.md v13 / v14) and dual pools
+  // (after the plan, below).
+  const bool LATE = BULK && !KDA && a.late_first;  // batch >= 32 (delta_launch.cu)
   // early exits: no copy outlives the block
   auto drain = [&]() {
     if (a.dual || LATE) return;
@@ -461,132 +462,138 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
       store_any(a.ring_v.p, a.ring_v.dt,
                 s * a.ring_v.s0 + apos * a.ring_v.s1 + int64_t(hv0 + rr / vt) * a.ring_v.s2 + v0 + rr % vt, VS[rr]);
 
-  // Phase 2: decays c_j by suffix sums of the gates (no difference of large
-  // prefix sums), from the token's gate (no flush) or the new checkpoint
-  // (flush); GDN also the key products (independent of the decays).
-  if (!KDA) {
-    // c_j = e^{t + Σ_{j<i<m} g_i} (t: the token's gate, 0 on a flush): one
-    // warp per head, a suffix scan over the lanes (m < 32 records; longer
-    // histories: one lane's serial chain)
-    for (int hl = warp; hl < nh; hl += nwarps) {
-      const float* g = GS + hl * (L + 1);
-      const float tok = flush ? 0.f : g[n_old];
-      if (n_old < 32) {
-        // lane j: y_j = g_{j+1} (j + 1 < m), the token's t (j + 1 = m); suffix sums
-        float y = lane32 + 1 < n_old ? g[lane32 + 1] : lane32 + 1 == n_old ? tok : 0.f;
+  // Phases 2 and 3 as a lambda called once: the KDA bf16 kernel's 52 B of
+  // spills go (B = 256 296.6 → 273.9 µs, perf_notes_delta.md v14).
+  auto phases23 = [&]() {
+    // Phase 2: decays c_j by suffix sums of the gates (no difference of large
+    // prefix sums), from the token's gate (no flush) or the new checkpoint
+    // (flush); GDN also the key products (independent of the decays).
+    if (!KDA) {
+      // c_j = e^{t + Σ_{j<i<m} g_i} (t: the token's gate, 0 on a flush): one
+      // warp per head, a suffix scan over the lanes (m < 32 records; longer
+      // histories: one lane's serial chain)
+      for (int hl = warp; hl < nh; hl += nwarps) {
+        const float* g = GS + hl * (L + 1);
+        const float tok = flush ? 0.f : g[n_old];
+        if (n_old < 32) {
+          // lane j: y_j = g_{j+1} (j + 1 < m), the token's t (j + 1 = m); suffix sums
+          float y = lane32 + 1 < n_old ? g[lane32 + 1] : lane32 + 1 == n_old ? tok : 0.f;
 #pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const float t = __shfl_down_sync(FULL_MASK, y, o);
-          if (lane32 + o < 32) y += t;
-        }
-        if (lane32 < n_old) CO[hl * L + lane32] = expf(y);
-        const float all = __shfl_sync(FULL_MASK, y, 0) + (n_old > 0 ? g[0] : 0.f);  // t + Σ_{i<m} g_i
-        if (lane32 == 0) {
+          for (int o = 1; o < 32; o <<= 1) {
+            const float t = __shfl_down_sync(FULL_MASK, y, o);
+            if (lane32 + o < 32) y += t;
+          }
+          if (lane32 < n_old) CO[hl * L + lane32] = expf(y);
+          const float all = __shfl_sync(FULL_MASK, y, 0) + (n_old > 0 ? g[0] : 0.f);  // t + Σ_{i<m} g_i
+          if (lane32 == 0) {
+            if (flush) {
+              E0[hl] = expf(all);
+              EU[hl] = expf(g[n_old]);
+            } else {
+              EU[hl] = expf(n_old > 0 ? all : tok);
+            }
+          }
+        } else if (lane32 == 0) {
+          float suf = tok;
+          for (int j = n_old - 1; j >= 0; --j) {
+            CO[hl * L + j] = expf(suf);
+            suf += g[j];
+          }
           if (flush) {
-            E0[hl] = expf(all);
+            E0[hl] = expf(suf);
             EU[hl] = expf(g[n_old]);
           } else {
-            EU[hl] = expf(n_old > 0 ? all : tok);
+            EU[hl] = expf(suf);
           }
         }
-      } else if (lane32 == 0) {
-        float suf = tok;
+      }
+      if (!flush) {
+        const float* kt = KV + int64_t(n_old) * K;
+        for (int j = warp; j < n_old; j += nwarps) {
+          float dk = 0.f, dq = 0.f;
+          for (int i = lane32; i < K; i += 32) {
+            const float kj = KV[j * K + i];
+            dk += kj * kt[i];
+            dq += kj * QV[i];
+          }
+          dk = warp_sum(dk);
+          dq = warp_sum(dq);
+          if (lane32 == 0) {
+            DK[j] = dk;
+            DQ[j] = dq;
+          }
+        }
+      }
+    } else {
+      for (int k = tid; k < K; k += nthr) {
+        float suf = flush ? 0.f : GS[n_old * K + k];
         for (int j = n_old - 1; j >= 0; --j) {
-          CO[hl * L + j] = expf(suf);
-          suf += g[j];
+          KV[j * K + k] *= expf(suf);
+          suf += GS[j * K + k];
         }
-        if (flush) {
-          E0[hl] = expf(suf);
-          EU[hl] = expf(g[n_old]);
-        } else {
-          EU[hl] = expf(suf);
+        const float e = expf(suf), eu = flush ? expf(GS[n_old * K + k]) : e;
+        if (flush) E0V[k] = e;
+        UK[k] = eu * KV[n_old * K + k];
+        UQ[k] = eu * QV[k];
+      }
+      __syncthreads();
+      if (!flush) {
+        for (int j = warp; j < n_old; j += nwarps) {
+          float wk = 0.f, wq = 0.f;
+          for (int i = lane32; i < K; i += 32) {
+            const float f = KV[j * K + i];
+            wk += f * KV[n_old * K + i];
+            wq += f * QV[i];
+          }
+          wk = warp_sum(wk);
+          wq = warp_sum(wq);
+          if (lane32 == 0) {
+            DK[j] = wk;
+            DQ[j] = wq;
+          }
         }
       }
-    }
-    if (!flush) {
-      const float* kt = KV + int64_t(n_old) * K;
-      for (int j = warp; j < n_old; j += nwarps) {
-        float dk = 0.f, dq = 0.f;
-        for (int i = lane32; i < K; i += 32) {
-          const float kj = KV[j * K + i];
-          dk += kj * kt[i];
-          dq += kj * QV[i];
-        }
-        dk = warp_sum(dk);
-        dq = warp_sum(dq);
-        if (lane32 == 0) {
-          DK[j] = dk;
-          DQ[j] = dq;
-        }
-      }
-    }
-  } else {
-    for (int k = tid; k < K; k += nthr) {
-      float suf = flush ? 0.f : GS[n_old * K + k];
-      for (int j = n_old - 1; j >= 0; --j) {
-        KV[j * K + k] *= expf(suf);
-        suf += GS[j * K + k];
-      }
-      const float e = expf(suf), eu = flush ? expf(GS[n_old * K + k]) : e;
-      if (flush) E0V[k] = e;
-      UK[k] = eu * KV[n_old * K + k];
-      UQ[k] = eu * QV[k];
     }
     __syncthreads();
-    if (!flush) {
-      for (int j = warp; j < n_old; j += nwarps) {
-        float wk = 0.f, wq = 0.f;
-        for (int i = lane32; i < K; i += 32) {
-          const float f = KV[j * K + i];
-          wk += f * KV[n_old * K + i];
-          wq += f * QV[i];
-        }
-        wk = warp_sum(wk);
-        wq = warp_sum(wq);
-        if (lane32 == 0) {
-          DK[j] = wk;
-          DQ[j] = wq;
-        }
-      }
-    }
-  }
-  __syncthreads();
 
-  // Phase 3: per row, the history terms (no flush) or the fold weights of
-  // the d's (GDN flush: d_j c_j).
-  // GDN: rows rr and rr + nthr together (two independent chains per thread;
-  // KDA, at its 80-register cap, one row at a time).
-  for (int r0 = tid; r0 < RB; r0 += (KDA ? 1 : 2) * nthr) {
-    const int r1 = r0 + nthr;
-    const bool two = !KDA && r1 < RB;
-    const int h0 = div_small(r0, vt), h1 = two ? div_small(r1, vt) : h0;
-    float hk0 = 0.f, hq0 = 0.f, hk1 = 0.f, hq1 = 0.f;
-    if (flush) {
-      if (!KDA)
-        for (int j = 0; j < n_old; ++j) {
-          DT[j * RBM + r0] *= CO[h0 * L + j];
-          if (two) DT[j * RBM + r1] *= CO[h1 * L + j];
-        }
-    } else {
+    // Phase 3: per row, the history terms (no flush) or the fold weights of
+    // the d's (GDN flush: d_j c_j).
+    // GDN: rows rr and rr + nthr together (two independent chains per thread;
+    // KDA, at its 80-register cap, one row at a time).
+    for (int r0 = tid; r0 < RB; r0 += (KDA ? 1 : 2) * nthr) {
+      const int r1 = r0 + nthr;
+      const bool two = !KDA && r1 < RB;
+      const int h0 = div_small(r0, vt), h1 = two ? div_small(r1, vt) : h0;
+      float hk0 = 0.f, hq0 = 0.f, hk1 = 0.f, hq1 = 0.f;
+      if (flush) {
+        if (!KDA)
+          for (int j = 0; j < n_old; ++j) {
+            DT[j * RBM + r0] *= CO[h0 * L + j];
+            if (two) DT[j * RBM + r1] *= CO[h1 * L + j];
+          }
+      } else {
 #pragma unroll 4
-      for (int j = 0; j < n_old; ++j) {
-        const float dk = DK[j], dq = DQ[j];
-        const float w0 = KDA ? DT[j * RBM + r0] : DT[j * RBM + r0] * CO[h0 * L + j];
-        const float w1 = !two ? 0.f : KDA ? DT[j * RBM + r1] : DT[j * RBM + r1] * CO[h1 * L + j];
-        hk0 += w0 * dk;
-        hq0 += w0 * dq;
-        hk1 += w1 * dk;
-        hq1 += w1 * dq;
+        for (int j = 0; j < n_old; ++j) {
+          const float dk = DK[j], dq = DQ[j];
+          const float w0 = KDA ? DT[j * RBM + r0] : DT[j * RBM + r0] * CO[h0 * L + j];
+          const float w1 = !two ? 0.f : KDA ? DT[j * RBM + r1] : DT[j * RBM + r1] * CO[h1 * L + j];
+          hk0 += w0 * dk;
+          hq0 += w0 * dq;
+          hk1 += w1 * dk;
+          hq1 += w1 * dq;
+        }
+      }
+      VS[r0] = BETA[h0] * (VS[r0] - hk0);
+      HQ[r0] = hq0;
+      if (two) {
+        VS[r1] = BETA[h1] * (VS[r1] - hk1);
+        HQ[r1] = hq1;
       }
     }
-    VS[r0] = BETA[h0] * (VS[r0] - hk0);
-    HQ[r0] = hq0;
-    if (two) {
-      VS[r1] = BETA[h1] * (VS[r1] - hk1);
-      HQ[r1] = hq1;
-    }
-  }
-  __syncthreads();
+    __syncthreads();
+
+  };
+  phases23();
 
   if constexpr (BULK) {
     // Phase 4 (bulk): sweep k's rows from stage k % NST; warp w takes rows
