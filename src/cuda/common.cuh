@@ -155,6 +155,29 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
       "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(pol)
       : "memory");
 }
+// L2 cache policies for the .L2::cache_hint copies.
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ uint64_t l2_policy_evict_normal() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+// Asks L2 to fetch [src, src + bytes) from global memory (nothing lands in
+// shared memory, no completion): one bulk prefetch when src and bytes are
+// 16-byte multiples, else a line prefetch per 128 bytes.
+__device__ __forceinline__ void prefetch_l2(const void* src, uint32_t bytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(src);
+  if (a % 16 == 0 && bytes % 16 == 0) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+  } else {
+    for (uintptr_t l = a & ~uintptr_t(127); l < a + bytes; l += 128)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(l) : "memory");
+  }
+}
 __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                    smem_u32(dst)),

@@ -440,6 +440,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     a.vt = tile.vt;
     a.vtiles = int((d.V + tile.vt - 1) / tile.vt);
     a.late_first = d.B >= 32;  // batch 1: the early sweeps are 0.4 µs faster
+    a.rec_pf = dual ? 0 : replay1_prefetch_distance(kda, d.B, sm_count());
     const int64_t ss = int64_t(dtype_size(sd));
     const bool bulk = qf == QF_NONE && replay1_bulk_fits(a.st, ss, tile, d);
     const bool qbulk = qf != QF_NONE && replay1_qbulk_fits(a.st, tile, d, a.qg);
