@@ -476,6 +476,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     check::require(smem <= 227 * 1024, fn, "pool.L", "L + T too large for the cuda replay kernel's shared memory");
     const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                                REPLAY_THREADS, smem, exec);
+    a.rec_pf = dual ? 0 : replay_spec_prefetch_distance(kda, d.B, sm_count());
     if (dual) dual->before();
     if (qf == QF_FP8) kda ? launch_replay_quant<QF_FP8, true>(a, l) : launch_replay_quant<QF_FP8, false>(a, l);
     else if (qf == QF_NVFP4) kda ? launch_replay_quant<QF_NVFP4, true>(a, l) : launch_replay_quant<QF_NVFP4, false>(a, l);

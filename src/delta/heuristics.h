@@ -131,6 +131,17 @@ inline int replay1_prefetch_distance(bool kda, int64_t B, int sm_count) {
   return B >= 32 ? (kda ? REPLAY1_KDA_MIN_BLOCKS : REPLAY1_MIN_BLOCKS) * std::max(sm_count, 1) / 2 : 0;
 }
 
+// The same prefetch in the speculative (T > 1) kernel (replay.cuh, two
+// blocks per SM): KDA only, from batch 32 on. Its state units come by
+// cp.async without a cache hint (the hinted cp.async raised an illegal
+// instruction on the H200; not investigated), and GDN got no faster with it
+// (T = 5, B = 256 fp32 913 → 920–945 µs), as the T = 1 stream without
+// evict_first; KDA T = 5, B = 256: fp32 997 → 889 µs, bf16 913 → 799
+// (perf_notes_delta.md v14).
+inline int replay_spec_prefetch_distance(bool kda, int64_t B, int sm_count) {
+  return kda && B >= 32 ? 2 * std::max(sm_count, 1) / 2 : 0;
+}
+
 struct ReplayTile {
   int nh;  // value heads per block (a divisor of G); > 1 only with vt = V
   int vt;  // rows of V per head per block

@@ -250,6 +250,78 @@ __device__ __forceinline__ bool cursor_ok(const Rings& r, const RingCursor& c) {
   return c.start >= 0 && c.start < r.R && c.count >= 0 && c.pending >= 0 && c.count + c.pending <= r.L;
 }
 
+// L2 prefetch of the records (and the step's token inputs) that the replay
+// block of grid position (b, kh, bx) reads before its stream (replay1.cuh
+// phase 1, replay.cuh's preparation): called for the block a.rec_pf after
+// the caller's, so that when it starts those loads hit L2 instead of
+// waiting a loaded DRAM round trip behind the state streams. One warp; lane
+// j takes records j, j + 32, ...; rows that would be rejected are skipped
+// (their own block reports them).
+template <bool KDA>
+__device__ __forceinline__ void prefetch_block_records(const ReplayArgs& a, int T, int b, int kh, int bx, int lane) {
+  const TokenArgs& in = a.in;
+  const Rings& rg = a.rings;
+  const int64_t s = idx_at(a.slot, b);
+  if (s == a.pad || s < 0 || s >= a.S) return;
+  RingCursor c = cursor_at(rg, s);
+  if (!cursor_ok(rg, c)) return;
+  if (a.acc.p) {
+    if (!ring_commit(c, int32_t(idx_at(a.acc, b)))) return;
+  } else if (c.pending != 0) {
+    return;
+  }
+  const StepPlan p = ring_plan_step(c, T, rg.L, rg.R);
+  const int n = p.flush ? p.fold_count : p.hist_count, st = p.flush ? p.fold_start : p.hist_start;
+  const int hgroup = bx / a.vtiles, v0 = (bx - hgroup * a.vtiles) * a.vt;
+  const int nh = a.nh, hv0 = kh * in.G + hgroup * nh, vt = min(a.vt, in.V - v0);
+  auto esz = [](DType dt) { return dt == DType::f32 ? int64_t(4) : int64_t(2); };
+  const int64_t de = esz(rg.d_dt), ke = esz(rg.k_dt);
+  for (int j = lane; j < n; j += 32) {
+    const int q = st + j;
+    const int64_t pos = q >= rg.R ? q - rg.R : q;
+    const char* d = static_cast<const char*>(rg.d) + (s * rg.d0 + pos * rg.d1 + int64_t(hv0) * rg.d2 + v0) * de;
+    if (vt == in.V && rg.d2 == in.V) {
+      cuda_util::prefetch_l2(d, uint32_t(nh * vt * de));
+    } else {
+      for (int h = 0; h < nh; ++h) cuda_util::prefetch_l2(d + h * rg.d2 * de, uint32_t(vt * de));
+    }
+    cuda_util::prefetch_l2(static_cast<const char*>(rg.k) + (s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2) * ke,
+                           uint32_t(in.K * ke));
+    cuda_util::prefetch_l2(rg.ks + s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2, 4u);
+    cuda_util::prefetch_l2(rg.g + s * rg.g0 + pos * rg.g1 + int64_t(hv0) * rg.g2, uint32_t((KDA ? in.K : nh) * 4));
+  }
+  if (lane == 31) {  // the tokens (all five inputs are required): q, k of the key head, v / β / g of the value heads
+    auto act = [&](const Act& x, int t, int h, int i, int cnt) {
+      const int64_t e = esz(x.dt);
+      cuda_util::prefetch_l2(
+          static_cast<const char*>(x.p) + (int64_t(b) * x.sb + int64_t(t) * x.st + int64_t(h) * x.sh + i) * e,
+          uint32_t(cnt * e));
+    };
+    for (int t = 0; t < T; ++t) {
+      act(in.q, t, kh, 0, in.K);
+      act(in.k, t, kh, 0, in.K);
+      for (int h = 0; h < nh; ++h) {
+        act(in.v, t, hv0 + h, v0, vt);
+        act(in.beta, t, hv0 + h, 0, 1);
+        act(in.g, t, hv0 + h, 0, KDA ? in.K : 1);
+      }
+    }
+  }
+}
+
+// The block a.rec_pf after the caller's in grid order (x fastest, then key
+// head, then row): prefetch_block_records, by one warp of the caller (T: the
+// step's tokens, a compile-time 1 in the T = 1 kernel).
+template <bool KDA>
+__device__ __forceinline__ void prefetch_block_ahead(const ReplayArgs& a, int T, int lane) {
+  const int gx = int(gridDim.x), H = a.in.H;
+  const int64_t it = (int64_t(blockIdx.z) * H + blockIdx.y) * gx + blockIdx.x + a.rec_pf;
+  if (it < int64_t(gridDim.z) * H * gx) {
+    const int64_t bh = it / gx, bn = bh / H;
+    prefetch_block_records<KDA>(a, T, int(bn), int(bh - bn * H), int(it - bh * gx), lane);
+  }
+}
+
 using cuda_util::div_small;  // cuda/common.cuh
 
 // Shared memory is carved in floats; offsets keep 16-byte alignment.

@@ -117,61 +117,6 @@ __device__ __forceinline__ float4 load4_any(const void* p, DType dt, int64_t i) 
 }
 __device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 
-// L2 prefetch of the records (and the token's inputs) that the item of grid
-// position (b, kh, bx) reads in its phase 1 (T = 1, a.rec_pf items after the
-// calling block's item): when that item's block starts, those loads hit L2
-// instead of waiting a loaded DRAM round trip behind the state streams. One
-// warp; lane j takes records j, j + 32, ...; rows that would be rejected are
-// skipped (the item's own block reports them).
-template <bool KDA>
-__device__ __forceinline__ void r1_prefetch_item(const ReplayArgs& a, int b, int kh, int bx, int lane) {
-  const TokenArgs& in = a.in;
-  const Rings& rg = a.rings;
-  const int64_t s = idx_at(a.slot, b);
-  if (s == a.pad || s < 0 || s >= a.S) return;
-  RingCursor c = cursor_at(rg, s);
-  if (!cursor_ok(rg, c)) return;
-  if (a.acc.p) {
-    if (!ring_commit(c, int32_t(idx_at(a.acc, b)))) return;
-  } else if (c.pending != 0) {
-    return;
-  }
-  const StepPlan p = ring_plan_step(c, 1, rg.L, rg.R);
-  const int n = p.flush ? p.fold_count : p.hist_count, st = p.flush ? p.fold_start : p.hist_start;
-  const int hgroup = bx / a.vtiles, v0 = (bx - hgroup * a.vtiles) * a.vt;
-  const int nh = a.nh, hv0 = kh * in.G + hgroup * nh, vt = min(a.vt, in.V - v0);
-  auto esz = [](DType dt) { return dt == DType::f32 ? int64_t(4) : int64_t(2); };
-  const int64_t de = esz(rg.d_dt), ke = esz(rg.k_dt);
-  for (int j = lane; j < n; j += 32) {
-    const int q = st + j;
-    const int64_t pos = q >= rg.R ? q - rg.R : q;
-    const char* d = static_cast<const char*>(rg.d) + (s * rg.d0 + pos * rg.d1 + int64_t(hv0) * rg.d2 + v0) * de;
-    if (vt == in.V && rg.d2 == in.V) {
-      cuda_util::prefetch_l2(d, uint32_t(nh * vt * de));
-    } else {
-      for (int h = 0; h < nh; ++h) cuda_util::prefetch_l2(d + h * rg.d2 * de, uint32_t(vt * de));
-    }
-    cuda_util::prefetch_l2(static_cast<const char*>(rg.k) + (s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2) * ke,
-                           uint32_t(in.K * ke));
-    cuda_util::prefetch_l2(rg.ks + s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2, 4u);
-    cuda_util::prefetch_l2(rg.g + s * rg.g0 + pos * rg.g1 + int64_t(hv0) * rg.g2, uint32_t((KDA ? in.K : nh) * 4));
-  }
-  if (lane == 31) {  // the token (all five inputs are required): q, k of the key head, v / β / g of the value heads
-    auto act = [&](const Act& x, int h, int i, int cnt) {
-      const int64_t e = esz(x.dt);
-      cuda_util::prefetch_l2(static_cast<const char*>(x.p) + (int64_t(b) * x.sb + int64_t(h) * x.sh + i) * e,
-                             uint32_t(cnt * e));
-    };
-    act(in.q, kh, 0, in.K);
-    act(in.k, kh, 0, in.K);
-    for (int h = 0; h < nh; ++h) {
-      act(in.v, hv0 + h, v0, vt);
-      act(in.beta, hv0 + h, 0, 1);
-      act(in.g, hv0 + h, 0, KDA ? in.K : 1);
-    }
-  }
-}
-
 // QF != QF_NONE: the state is a packed fp8 / nvfp4 read copy (dual pools),
 // staged as codes and scales (QStage) and decoded into Row<bf16>'s layout;
 // with BULK the codes and scales arrive by bulk copies and a lane decodes
@@ -465,14 +410,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   // The last warp, while its record loads are in flight: L2 prefetch of the
   // item a.rec_pf ahead in grid order (x fastest, then key head, then row).
   auto prefetch_ahead = [&]() {  // (not for packed copies: dual steps leave rec_pf 0)
-    if (!QB && a.rec_pf > 0 && warp == nwarps - 1) {
-      const int gx = int(gridDim.x);
-      const int64_t it = (int64_t(b) * in.H + kh) * gx + blockIdx.x + a.rec_pf;
-      if (it < int64_t(gridDim.z) * in.H * gx) {
-        const int64_t bh = it / gx, bn = bh / in.H;
-        r1_prefetch_item<KDA>(a, int(bn), int(bh - bn * in.H), int(it - bh * gx), lane32);
-      }
-    }
+    if (!QB && a.rec_pf > 0 && warp == nwarps - 1) prefetch_block_ahead<KDA>(a, 1, lane32);
   };
   if (!KDA) prefetch_ahead();  // KDA (80 registers): after its record stores, below
 
