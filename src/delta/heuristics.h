@@ -117,12 +117,13 @@ inline constexpr int64_t REPLAY1_SMEM_CAP = 112 * 1024;
 inline constexpr int REPLAY1_KDA_CHUNKS = 8;
 inline constexpr int REPLAY1_KDA_MIN_BLOCKS = 3;
 
-// Records prefetch of the T = 1 replay (replay1.cuh, r1_prefetch_item): a
-// block prefetches into L2 the records of the block half a resident grid
-// after it (GDN 2, KDA 3 blocks per SM), which starts about half a block
-// lifetime later, so its record loads hit L2 instead of waiting a loaded DRAM
-// round trip; the stream's copies then take evict_first (without it the
-// stream evicts the records first: GDN fp32 got slower). Measured on the
+// Records prefetch of the T = 1 replay (kernel_common.cuh,
+// prefetch_block_ahead): a block prefetches into L2 the records of the block
+// half a resident grid after it (GDN 2, KDA 3 blocks per SM), which starts
+// about half a block lifetime later, so its record loads hit L2 instead of
+// waiting a loaded DRAM round trip; the stream's copies then take
+// evict_first (without it the stream evicts the records first: GDN fp32
+// got slower). Measured on the
 // H200 (perf_notes_delta.md v14): B = 256, GDN HV64 fp32 358.5 → 334.3 µs,
 // bf16 292.2 → 278.8, KDA fp32 317.7 → 304.9; a whole resident grid ahead,
 // or the state's first sweeps prefetched as well, was slower. From batch 32

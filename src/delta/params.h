@@ -121,9 +121,10 @@ struct ReplayArgs {
   int vt = 0;         // V rows per block per head
   int vtiles = 1;     // ceil(V / vt)
   bool late_first = false;  // T = 1 GDN bulk stream: first sweeps after the record loads (replay1.cuh)
-  // T = 1: each block prefetches into L2 the records (and token inputs) of
-  // the item rec_pf items after its own, and its bulk stream's copies take
-  // evict_first; 0: neither (replay1.cuh, r1_prefetch_item)
+  // Each replay block prefetches into L2 the records (and token inputs) of
+  // the block rec_pf after its own (T = 1: its bulk stream's copies then take
+  // evict_first; T > 1: KDA only); 0: none (kernel_common.cuh,
+  // prefetch_block_ahead; heuristics.h)
   int rec_pf = 0;
   // Records readable 4 elements at a time (pointer and outer strides aligned
   // to 4 elements; T = 1 kernel): ring_d (and V % 4 == 0), ring_k, ring_g (KDA).
