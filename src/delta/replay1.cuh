@@ -602,7 +602,6 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
       }
     }
     __syncthreads();
-
   };
   phases23();
 
