@@ -92,11 +92,14 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
   const int g = lane32 >> 2, t4 = lane32 & 3, qb = lane32 & ~3;
   const int ntiles = V / 16;
 
+  // The copy is packed from the rows' registers when every warp holds at most
+  // one tile (V <= 16 · warps): no barrier, no second read of the checkpoint.
+  const bool reg_pack = pack && count > 0 && ntiles <= nwarps;
   for (int hv = hv_lo; hv < hv_hi; ++hv) {  // uniform over the block
     const int kh = hv / a.G;
     TS* const tile = static_cast<TS*>(a.st.p) + s * a.st.s0 + int64_t(hv) * a.st.s1;
+    float f[2][32];  // rows g, g + 8 of the warp's tile: [h][4c + e] = column 16c + 4·t4 + e
     if (count > 0 || mat) {
-      float f[2][32];  // rows g, g + 8 of the warp's tile: [h][4c + e] = column 16c + 4·t4 + e
       auto load_tile = [&](int tl) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -112,9 +115,9 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
         const int nkv = count * max(K, V);
 #pragma unroll 4
         for (int x = tid; x < nkv; x += nthr) {
-          const int jk = x / K, i = x - jk * K, jv = x / V, v = x - jv * V;
+          const int jk = x / K, i = x - jk * K, jv = V == K ? jk : x / V, v = x - jv * V;
           const bool hk = jk < count, hvr = jv < count;
-          const int64_t pk = ring_pos(start, hk ? jk : 0, rg.R), pv = ring_pos(start, hvr ? jv : 0, rg.R);
+          const int64_t pk = ring_pos_near(start, hk ? jk : 0, rg.R), pv = ring_pos_near(start, hvr ? jv : 0, rg.R);
           const float kk = hk ? load_any(rg.k, rg.k_dt, s * rg.k0 + pk * rg.k1 + int64_t(kh) * rg.k2 + i) : 0.f;
           const float ks = hk ? rg.ks[s * rg.ks0 + pk * rg.ks1 + int64_t(kh) * rg.ks2] : 0.f;
           const float gg = KDA && hk ? rg.g[s * rg.g0 + pk * rg.g1 + int64_t(hv) * rg.g2 + i] : 0.f;
@@ -128,7 +131,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
           if (hvr) VJ[x] = vv;
         }
         for (int j = tid; j < count; j += nthr) {
-          const int64_t pos = ring_pos(start, j, rg.R);
+          const int64_t pos = ring_pos_near(start, j, rg.R);
           BT[j] = static_cast<const float*>(a.ring_beta.p)[s * a.ring_beta.s0 + pos * a.ring_beta.s1 +
                                                            int64_t(hv) * a.ring_beta.s2];
           if (!KDA) GJ[j] = rg.g[s * rg.g0 + pos * rg.g1 + int64_t(hv) * rg.g2];
@@ -304,14 +307,32 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
             TS* const rp = tile + int64_t(r) * a.st.s2 + 4 * t4;
 #pragma unroll
             for (int cc = 0; cc < 8; ++cc) st4<SD>(rp + 16 * cc, f[h] + 4 * cc);
+            if constexpr (SD != DType::f32)  // the values as stored, for the pack
+#pragma unroll
+              for (int i = 0; i < 32; ++i) f[h][i] = Traits<SD>::load(Traits<SD>::store(f[h][i]));
           }
         }
       }
     }
+    uint8_t* const ctile = a.copy.p + s * a.copy.s0 + int64_t(hv) * a.copy.s1;
+    if (reg_pack) {
+      const bool has = warp < ntiles;
+      float t = 0.f;
+      if (a.geom.format == ReadFormat::nvfp4) {
+        float amax = 0.f;
+        if (has)
+#pragma unroll
+          for (int i = 0; i < 64; ++i) amax = fmaxf(amax, quant::dev::finite_abs(f[i / 32][i % 32]));
+        t = quant::dev::nvfp4_tensor_scale(quant::dev::block_max(amax));
+        if (tid == 0) *reinterpret_cast<float*>(ctile + a.geom.tensor_scale_offset) = t;
+      }
+      quant::dev::zero_tile_gaps(ctile, a.geom);
+      if (has)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) quant::dev::pack_row_quad_any(f[h], 16 * warp + g + 8 * h, t4, ctile, a.geom, t);
+    }
     __syncthreads();  // the head's checkpoint rows are visible to the block; records free
-    if (pack)
-      quant::dev::pack_tile_block_any<SD>(tile, a.st.s2, a.copy.p + s * a.copy.s0 + int64_t(hv) * a.copy.s1,
-                                          a.geom);
+    if (pack && !reg_pack) quant::dev::pack_tile_block_any<SD>(tile, a.st.s2, ctile, a.geom);
   }
 }
 

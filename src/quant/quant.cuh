@@ -158,6 +158,16 @@ __device__ __forceinline__ float nvfp4_tensor_scale(float amax) {
   return amax < NVFP4_MIN_AMAX ? 0.f : __fdiv_rn(amax, NVFP4_T_DIV);
 }
 
+// E4M3 block scale s = E4M3(ab / (6t)) of an NVFP4 block whose finite
+// values have amax ab, and rcp = 1/(s·t) (0 when s·t is 0), the factor its
+// values take before E2M1 rounding.
+__device__ __forceinline__ uint8_t nvfp4_block_scale(float ab, float t, float& rcp) {
+  const uint8_t s = t > 0.f ? e4m3_encode(__fdiv_rn(ab, __fmul_rn(6.f, t))) : uint8_t(0);
+  const float d = __fmul_rn(e4m3_decode(s), t);
+  rcp = d > 0.f ? __fdiv_rn(1.f, d) : 0.f;
+  return s;
+}
+
 // One NVFP4 block of 16 values with tile scale t → 16 nibbles (codes[0]
 // values 0..7, codes[1] values 8..15, value i in bits 4i..4i+3) and returns
 // the E4M3 block scale s = E4M3(a_b / (6t)); elements encode E2M1(x · 1/(s·t)).
@@ -174,9 +184,8 @@ __device__ __forceinline__ uint8_t nvfp4_encode_block(const float (&x)[16], floa
   }
   codes[0] = codes[1] = 0u;
   if (!finite) return 0x7F;
-  const uint8_t s = t > 0.f ? e4m3_encode(__fdiv_rn(ab, __fmul_rn(6.f, t))) : uint8_t(0);
-  const float d = __fmul_rn(e4m3_decode(s), t);
-  const float rcp = d > 0.f ? __fdiv_rn(1.f, d) : 0.f;
+  float rcp;
+  const uint8_t s = nvfp4_block_scale(ab, t, rcp);
 #pragma unroll
   for (int i = 0; i < 16; ++i) codes[i / 8] |= e2m1_encode(__fmul_rn(x[i], rcp)) << (4 * (i % 8));
   return s;

@@ -25,6 +25,13 @@ __device__ inline float block_max(float v) {
   return v;
 }
 
+// Zeroes the tile's padding bytes (block-strided; every thread may call it).
+__device__ __forceinline__ void zero_tile_gaps(uint8_t* tile, const TileGeom& g) {
+#pragma unroll
+  for (int i = 0; i < 3; ++i)
+    for (int64_t b = g.gap_begin[i] + threadIdx.x; b < g.gap_end[i]; b += blockDim.x) tile[b] = 0;
+}
+
 // Packs x [R, K] (row stride ld elements, storage dtype D) into `tile`. Every
 // thread of the block must call it (nvfp4 reduces over the block).
 template <ReadFormat F, DType D>
@@ -33,9 +40,7 @@ __device__ void pack_tile_block(const typename cuda_util::Traits<D>::type* x, in
   using cuda_util::Traits;
   const int64_t R = g.R, K = g.K;
   const int nthr = int(blockDim.x);
-#pragma unroll
-  for (int i = 0; i < 3; ++i)
-    for (int64_t b = g.gap_begin[i] + threadIdx.x; b < g.gap_end[i]; b += nthr) tile[b] = 0;
+  zero_tile_gaps(tile, g);
   if constexpr (F == ReadFormat::bf16 || F == ReadFormat::f16) {
     uint16_t* codes = reinterpret_cast<uint16_t*>(tile);
     for (int64_t i = threadIdx.x; i < R * K; i += nthr) {
@@ -71,6 +76,77 @@ __device__ void pack_tile_block(const typename cuda_util::Traits<D>::type* x, in
       tile[g.scale_offset + i] = nvfp4_encode_block(v, t, c);
       *reinterpret_cast<uint2*>(tile + r * (K / 2) + b * 8) = make_uint2(c[0], c[1]);
     }
+  }
+}
+
+// Row r of a K = 128 tile packed from the registers of a quad in the
+// tensor-core row layout: lane t4 = lane % 4 holds v[4c + e] = x[r][16c +
+// 4·t4 + e] (c < 8, e < 4), the values as stored. Writes the row's codes and
+// block scales byte for byte as pack_tile_block (the block's amax and
+// finiteness reduced over the quad); t: the nvfp4 tile scale, computed by the
+// caller over the whole tile. Every lane of the warp must call it.
+template <ReadFormat F>
+__device__ __forceinline__ void pack_row_quad(const float (&v)[32], int64_t r, int t4, uint8_t* tile,
+                                              const TileGeom& g, float t) {
+  constexpr int K = 128;
+  auto quad_max = [](float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+  };
+  if constexpr (F == ReadFormat::bf16 || F == ReadFormat::f16) {
+    auto enc = [](float x) { return uint32_t(F == ReadFormat::bf16 ? bf16_encode(x) : f16_encode(x)); };
+    uint16_t* codes = reinterpret_cast<uint16_t*>(tile) + r * K + 4 * t4;
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+      *reinterpret_cast<uint2*>(codes + 16 * c) =
+          make_uint2(enc(v[4 * c]) | enc(v[4 * c + 1]) << 16, enc(v[4 * c + 2]) | enc(v[4 * c + 3]) << 16);
+  } else if constexpr (F == ReadFormat::fp8_e4m3) {
+#pragma unroll
+    for (int b = 0; b < K / 32; ++b) {  // 32-value block b: c = 2b, 2b + 1
+      float amax = 0.f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) amax = fmaxf(amax, finite_abs(v[8 * b + i]));
+      const int k = fp8_block_exp(quad_max(amax));
+      const float m = exp2i(-k);
+#pragma unroll
+      for (int c = 2 * b; c < 2 * b + 2; ++c)
+        *reinterpret_cast<uint32_t*>(tile + r * K + 16 * c + 4 * t4) =
+            e4m3x2_encode(__fmul_rn(v[4 * c], m), __fmul_rn(v[4 * c + 1], m)) |
+            e4m3x2_encode(__fmul_rn(v[4 * c + 2], m), __fmul_rn(v[4 * c + 3], m)) << 16;
+      if (t4 == 0) tile[g.scale_offset + r * (K / 32) + b] = uint8_t(k + 127);
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < K / 16; ++c) {  // 16-value block c
+      float ab = 0.f, lo = 0.f;         // lo < 0: a NaN or Inf in the block
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float a = finite_abs(v[4 * c + e]);
+        ab = fmaxf(ab, a);
+        lo = fminf(lo, a);
+      }
+      ab = quad_max(ab);
+      lo = -quad_max(-lo);
+      uint32_t nib = 0;
+      uint8_t s = 0x7F;
+      if (lo >= 0.f) {
+        float rcp;
+        s = nvfp4_block_scale(ab, t, rcp);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) nib |= e2m1_encode(__fmul_rn(v[4 * c + e], rcp)) << (4 * e);
+      }
+      *reinterpret_cast<uint16_t*>(tile + r * (K / 2) + 8 * c + 2 * t4) = uint16_t(nib);
+      if (t4 == 0) tile[g.scale_offset + r * (K / 16) + c] = s;
+    }
+  }
+}
+__device__ __forceinline__ void pack_row_quad_any(const float (&v)[32], int64_t r, int t4, uint8_t* tile,
+                                                  const TileGeom& g, float t) {
+  switch (g.format) {
+    case ReadFormat::bf16: pack_row_quad<ReadFormat::bf16>(v, r, t4, tile, g, t); break;
+    case ReadFormat::f16: pack_row_quad<ReadFormat::f16>(v, r, t4, tile, g, t); break;
+    case ReadFormat::fp8_e4m3: pack_row_quad<ReadFormat::fp8_e4m3>(v, r, t4, tile, g, t); break;
+    case ReadFormat::nvfp4: pack_row_quad<ReadFormat::nvfp4>(v, r, t4, tile, g, t); break;
   }
 }
 
