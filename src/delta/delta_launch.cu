@@ -446,7 +446,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     const bool qbulk = qf != QF_NONE && replay1_qbulk_fits(a.st, tile, d, a.qg);
     const int rbm = tile.nh * tile.vt;
     const int64_t bulk_floats = bulk ? r1b_stage_floats(kda, int(ss), rbm)
-                                : qbulk ? r1q_stage_floats(kda, r1q_sweep_bytes(qf == QF_NVFP4, tile.vt, a.qg.scale_row_bytes), tile.nh)
+                                : qbulk ? r1q_stage_floats(r1q_sweep_bytes(qf == QF_NVFP4, tile.vt, a.qg.scale_row_bytes), tile.nh)
                                         : 0;
     const size_t smem = bulk || qbulk ? size_t(replay1_layout(kda, int(d.K), int(d.L), tile.nh, rbm, nch,
                                                               (rbm + rpp - 1) / rpp, bulk_floats).total * 4)

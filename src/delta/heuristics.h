@@ -116,6 +116,15 @@ inline constexpr int64_t REPLAY1_SMEM_CAP = 112 * 1024;
 // and three resident blocks per SM instead.
 inline constexpr int REPLAY1_KDA_CHUNKS = 8;
 inline constexpr int REPLAY1_KDA_MIN_BLOCKS = 3;
+// The bulk stream of a packed read copy (dual pools, fp8 / nvfp4 codes,
+// replay1.cuh QB) moves a quarter of the fp32 stream's bytes per block, so
+// its per-block chain weighs more than the depth of its stages: three
+// resident blocks per SM (80 registers) with 32 KiB of stages each (GDN
+// fp8: one sweep of 16.5 KiB; nvfp4: three of 9 KiB), as KDA's. Measured
+// against two blocks with 64 KiB (bench/results/2026-12-02_h200_dual_q3blocks.jsonl):
+// GDN HV64 dual fp8 B = 256 407 → 384 µs, nvfp4 511 → 479, B = 512 fp8 800 → 750.
+inline constexpr int REPLAY1_QB_MIN_BLOCKS = 3;
+inline constexpr int R1Q_STAGE_BYTES = 32 * 1024;
 
 // Records prefetch of the T = 1 replay (kernel_common.cuh,
 // prefetch_block_ahead): a block prefetches into L2 the records of the block

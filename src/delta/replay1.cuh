@@ -58,12 +58,12 @@ inline constexpr int R1Q_RQ = 4;
 __host__ __device__ inline int64_t r1q_sweep_bytes(bool nvfp4, int vt, int64_t scale_row_bytes) {
   return int64_t(vt) * (nvfp4 ? R1B_K / 2 : R1B_K) + vt * scale_row_bytes + (nvfp4 ? 16 : 0);
 }
-__host__ __device__ inline int r1q_stages(bool kda, int64_t sweep_bytes, int nh) {
-  const int budget = int((kda ? 32 : 64) * 1024 / sweep_bytes);
+__host__ __device__ inline int r1q_stages(int64_t sweep_bytes, int nh) {
+  const int budget = int(R1Q_STAGE_BYTES / sweep_bytes);
   return max(1, min(min(budget, R1B_MAX_STAGES), nh));
 }
-__host__ __device__ inline int64_t r1q_stage_floats(bool kda, int64_t sweep_bytes, int nh) {
-  return int64_t(r1q_stages(kda, sweep_bytes, nh)) * sweep_bytes / 4;
+__host__ __device__ inline int64_t r1q_stage_floats(int64_t sweep_bytes, int nh) {
+  return int64_t(r1q_stages(sweep_bytes, nh)) * sweep_bytes / 4;
 }
 
 // Shared memory of the T = 1 replay kernel, in floats (stages first: 16-byte
@@ -125,7 +125,9 @@ __device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<f
 // K = 128, the block's rows contiguous and 16-byte aligned; with QF: the
 // block's rows of each head with their scales, replay1_qbulk_fits).
 template <DType SD, bool KDA, int QF = QF_NONE, bool BULK = false>
-__global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS : REPLAY1_MIN_BLOCKS)
+__global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? REPLAY1_KDA_MIN_BLOCKS
+                                                   : BULK && QF != QF_NONE ? REPLAY1_QB_MIN_BLOCKS
+                                                                           : REPLAY1_MIN_BLOCKS)
     delta_replay1_kernel(ReplayArgs a) {
   constexpr bool QB = BULK && QF != QF_NONE;  // bulk stream of a packed copy
   constexpr int CHUNKS = KDA ? REPLAY1_KDA_CHUNKS : 16;
@@ -172,9 +174,9 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA ? REPLAY1_KDA_MIN_BLOCKS 
   const int SW = QB ? vt : r1b_sweep_rows(KDA, int(sizeof(TS)));
   const int64_t SWB = QB ? r1q_sweep_bytes(QF == QF_NVFP4, a.vt, a.qg.scale_row_bytes) : int64_t(SW) * ROWB;
   const int nsw = !BULK ? 0 : QB ? nh : (RB + SW - 1) / SW;
-  const int NST = !BULK ? 1 : QB ? r1q_stages(KDA, SWB, nh) : r1b_stages(KDA, int(sizeof(TS)), RBM);
+  const int NST = !BULK ? 1 : QB ? r1q_stages(SWB, nh) : r1b_stages(KDA, int(sizeof(TS)), RBM);
   const int64_t bulk_floats = !BULK ? 0
-                              : QB  ? r1q_stage_floats(KDA, SWB, nh)
+                              : QB  ? r1q_stage_floats(SWB, nh)
                                     : r1b_stage_floats(KDA, int(sizeof(TS)), RBM);
   const Replay1Layout lay = replay1_layout(KDA, K, L, nh, RBM, ST::NCH, np, bulk_floats);
   uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
