@@ -177,31 +177,63 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
             }
           }
         }
-        // M: a warp per (chunk, i), lanes over the channels, j running up;
-        // warp w takes i = w and i = n − 1 − w (n − 1 pairs per warp at n = 16).
-        for (int c = 0; c < nch; ++c) {
-          const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
-          for (int q = 2 * warp; q < n; q += (q & 1) ? 2 * nwarps - 1 : 1) {  // q = 2·w2 + side
-            const int i = (q & 1) == 0 ? q / 2 : n - 1 - q / 2;
-            float lam[K / 32] = {0.f, 0.f, 0.f, 0.f}, glam = 0.f;
-            for (int j = i + 1; j < n; ++j) {
-              float part = 0.f;
+        if constexpr (KDA) {
+          // M: a warp per (chunk, i), lanes over the channels, j running up;
+          // warp w takes i = w and i = n − 1 − w (n − 1 pairs per warp at n = 16).
+          for (int c = 0; c < nch; ++c) {
+            const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
+            for (int q = 2 * warp; q < n; q += (q & 1) ? 2 * nwarps - 1 : 1) {  // q = 2·w2 + side
+              const int i = (q & 1) == 0 ? q / 2 : n - 1 - q / 2;
+              float lam[K / 32] = {0.f, 0.f, 0.f, 0.f};
+              for (int j = i + 1; j < n; ++j) {
+                float part = 0.f;
 #pragma unroll
-              for (int r = 0; r < K / 32; ++r) {
-                const int ch = lane32 + 32 * r;
-                float kk = KH[(c0 + i) * K + ch] * KH[(c0 + j) * K + ch];
-                if (KDA) {
+                for (int r = 0; r < K / 32; ++r) {
+                  const int ch = lane32 + 32 * r;
+                  float kk = KH[(c0 + i) * K + ch] * KH[(c0 + j) * K + ch];
                   lam[r] += GJ[(c0 + j) * K + ch];
                   kk *= expf(lam[r]);
+                  part += kk;
                 }
-                part += kk;
+                part = warp_sum(part);
+                if (lane32 == 0) M[(c0 + j) * FOLD_CH + i] = part;
               }
-              part = warp_sum(part);
-              if (!KDA) {
-                glam += GJ[c0 + j];
-                part *= expf(glam);
+            }
+          }
+        } else {
+          // GDN: M_{j,i} = e^{Λ_j − Λ_i} (k̂_i·k̂_j), the 120 pairs i < j of a
+          // chunk two threads each (half the channels each, float4 steps from
+          // a per-pair offset: minimal shared-memory wavefronts), one shuffle.
+          static_assert(DUAL_THREADS >= FOLD_CH * (FOLD_CH - 1), "two threads per pair");
+          const int p = tid >> 1, half = tid & 1;
+          int j = 1;
+          while (j * (j + 1) / 2 <= p) ++j;  // p = j (j − 1) / 2 + i
+          const int i = p - j * (j - 1) / 2;
+          const bool pv = p < FOLD_CH * (FOLD_CH - 1) / 2;
+          for (int c = 0; c < nch; ++c) {
+            const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
+            const bool live = pv && j < n;
+            float part = 0.f;
+            if (live) {
+              const float* ki = KH + (c0 + i) * K + (K / 2) * half;
+              const float* kj = KH + (c0 + j) * K + (K / 2) * half;
+              const int rot = 4 * (p & 7);
+#pragma unroll 4
+              for (int m = 0; m < K / 8; ++m) {
+                const int k = (4 * m + rot) & (K / 2 - 1);
+                const float4 a4 = *reinterpret_cast<const float4*>(ki + k);
+                const float4 b4 = *reinterpret_cast<const float4*>(kj + k);
+                part = fmaf(a4.x, b4.x, part);
+                part = fmaf(a4.y, b4.y, part);
+                part = fmaf(a4.z, b4.z, part);
+                part = fmaf(a4.w, b4.w, part);
               }
-              if (lane32 == 0) M[(c0 + j) * FOLD_CH + i] = part;
+            }
+            part += __shfl_xor_sync(0xffffffffu, part, 1);
+            if (live && half == 0) {
+              float glam = 0.f;
+              for (int q = i + 1; q <= j; ++q) glam += GJ[c0 + q];
+              M[(c0 + j) * FOLD_CH + i] = part * expf(glam);
             }
           }
         }

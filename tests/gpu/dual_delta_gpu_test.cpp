@@ -658,5 +658,68 @@ TEST(DualDeltaGpu, GraphReplayMatchesCpu) {
     }
 }
 
+// T = 1 under graph capture: the fold, the replay launched as its
+// programmatic dependent and the cursor kernel captured once and replayed
+// with fresh inputs; the production tiles (40 rows, GDN HV64: the
+// packed-copy bulk stream) with L = 4; staggered rows, so each replay mixes
+// flushing and other rows; a pad row; outputs, checkpoints, copies and
+// records vs cpu after every replay.
+TEST(DualDeltaGpu, GraphReplayT1MatchesCpu) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(43);
+  const Cfg c{DeltaFamily::gdn, 16, 64, 128, 128};
+  for (ReadFormat f : {ReadFormat::bf16, ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
+    SCOPED_TRACE(read_format_name(f));
+    const int64_t B = 40, S = 42, L = 4;
+    DualPool pool(c, f, S, L, 1, rng);
+    std::vector<int64_t> rows(static_cast<size_t>(B));
+    std::iota(rows.begin(), rows.end(), 1);
+    rows[7] = -1;  // a pad row
+    Pair slot = index_pair(rows);
+    // stagger the rows: slot r takes r % L uncaptured steps first, so every
+    // replay below mixes flushing and other rows
+    for (int64_t j = 1; j < L; ++j) {
+      std::vector<int64_t> sub;
+      for (int64_t r : rows)
+        if (r >= 0 && r % L >= j) sub.push_back(r);
+      Pair ss = index_pair(sub);
+      Inputs pin(c, {int64_t(sub.size()), 1}, rng);
+      delta_replay_step(c.f, pin.step(false, ss), pool.view(false), Tensor{}, true, cpu_exec());
+      delta_replay_step(c.f, pin.step(true, ss), pool.view(true), Tensor{}, true, cuda_exec());
+    }
+    Inputs in(c, {B, 1}, rng);
+    cudaStream_t cs;
+    RSSM_CUDA_OK(cudaStreamCreate(&cs));
+    Exec ge = cuda_exec();
+    ge.stream = cs;
+    cudaGraph_t graph = nullptr;
+    RSSM_CUDA_OK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+    delta_replay_step(c.f, in.step(true, slot), pool.view(true), Tensor{}, true, ge);
+    RSSM_CUDA_OK(cudaStreamEndCapture(cs, &graph));
+    cudaGraphExec_t gexec = nullptr;
+    RSSM_CUDA_OK(cudaGraphInstantiate(&gexec, graph, 0));
+    int flushes = 0;
+    for (int it = 0; it < 12; ++it) {
+      in.refill(rng);
+      in.push();
+      for (int64_t r : rows)
+        if (r >= 0) flushes += pool.cur.h.get(r * 3 + 1) + 1 > L;
+      RSSM_CUDA_OK(cudaGraphLaunch(gexec, cs));
+      RSSM_CUDA_OK(cudaStreamSynchronize(cs));
+      delta_replay_step(c.f, in.step(false, slot), pool.view(false), Tensor{}, true, cpu_exec());
+      const HostTensor o = in.o.fetch();
+      for (int64_t i = 0; i < c.HV * c.V; ++i) ASSERT_EQ(o.get(7 * c.HV * c.V + i), 0.0) << "pad row output";
+      EXPECT_LE(rel_err(o.to_f64(), in.o.h.to_f64()), out_tol(c, f)) << "o, replay " << it;
+      pool.expect_match(c, rows, "replay " + std::to_string(it));
+      if (::testing::Test::HasFailure()) break;
+    }
+    EXPECT_GE(flushes, 40) << "the schedule must flush";
+    cudaGraphExecDestroy(gexec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(cs);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 }  // namespace
 }  // namespace replayssm::test
