@@ -525,16 +525,10 @@ TEST(DeltaGpu, GraphReplayChangingAcceptances) {
     acc.make(DType::i32, {B});
     acc.h.fill(1.0);
     acc.upload();
-    cudaStream_t cs;
-    RSSM_CUDA_OK(cudaStreamCreate(&cs));  // blocking: ordered with the uploads below
-    Exec ge = cuda_exec();
-    ge.stream = cs;
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t gexec = nullptr;
-    RSSM_CUDA_OK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
-    delta_replay_step(c.f, in.step(true, slot, -1), pool.view(true), acc.dt(), false, ge);
-    RSSM_CUDA_OK(cudaStreamEndCapture(cs, &graph));
-    RSSM_CUDA_OK(cudaGraphInstantiate(&gexec, graph, 0));
+    CapturedGraph graph;
+    graph.capture([&] {
+      delta_replay_step(c.f, in.step(true, slot, -1), pool.view(true), acc.dt(), false, graph.exec(cuda_exec()));
+    });
     const int64_t row0 = int64_t(slot.h.get(0));
     int flushes = 0;
     for (int it = 0; it < 240; ++it) {
@@ -548,8 +542,7 @@ TEST(DeltaGpu, GraphReplayChangingAcceptances) {
       for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % T)));
       acc.d->upload(acc.h);
       const int64_t c0 = int64_t(pool.cur.h.get(row0 * 3 + 1)) + int64_t(acc.h.get(0));
-      RSSM_CUDA_OK(cudaGraphLaunch(gexec, cs));
-      RSSM_CUDA_OK(cudaStreamSynchronize(cs));
+      graph.replay();
       delta_replay_step(c.f, in.step(false, slot, -1), pool.view(false), acc.ht(), false, ref_exec());
       flushes += c0 + T > L;
       expect_close(in.o.fetch(), in.o.h, tol(c), "o, replay " + std::to_string(it));
@@ -557,9 +550,6 @@ TEST(DeltaGpu, GraphReplayChangingAcceptances) {
       if (::testing::Test::HasFailure()) break;
     }
     EXPECT_GE(flushes, 20) << "the schedule must flush";
-    cudaGraphExecDestroy(gexec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(cs);
   }
 }
 

@@ -625,16 +625,10 @@ TEST(DualDeltaGpu, GraphReplayMatchesCpu) {
       acc.make(DType::i32, {B});
       acc.h.fill(1);
       acc.upload();
-      cudaStream_t cs;
-      RSSM_CUDA_OK(cudaStreamCreate(&cs));
-      Exec ge = cuda_exec();
-      ge.stream = cs;
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t gexec = nullptr;
-      RSSM_CUDA_OK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
-      delta_replay_step(c.f, in.step(true, slot), pool.view(true), acc.t(true), false, ge);
-      RSSM_CUDA_OK(cudaStreamEndCapture(cs, &graph));
-      RSSM_CUDA_OK(cudaGraphInstantiate(&gexec, graph, 0));
+      CapturedGraph graph;
+      graph.capture([&] {
+        delta_replay_step(c.f, in.step(true, slot), pool.view(true), acc.t(true), false, graph.exec(cuda_exec()));
+      });
       int flushes = 0;
       for (int it = 0; it < 60; ++it) {
         in.refill(rng);
@@ -642,8 +636,7 @@ TEST(DualDeltaGpu, GraphReplayMatchesCpu) {
         for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % T)));
         acc.push();
         const int64_t c0 = int64_t(pool.cur.h.get(rows[0] * 3 + 1)) + int64_t(acc.h.get(0));
-        RSSM_CUDA_OK(cudaGraphLaunch(gexec, cs));
-        RSSM_CUDA_OK(cudaStreamSynchronize(cs));
+        graph.replay();
         delta_replay_step(c.f, in.step(false, slot), pool.view(false), acc.t(false), false, cpu_exec());
         flushes += c0 + T > L;
         EXPECT_LE(rel_err(in.o.fetch().to_f64(), in.o.h.to_f64()), out_tol(c, f)) << "o, replay " << it;
@@ -651,9 +644,6 @@ TEST(DualDeltaGpu, GraphReplayMatchesCpu) {
         if (::testing::Test::HasFailure()) break;
       }
       EXPECT_GE(flushes, 10) << "the schedule must flush";
-      cudaGraphExecDestroy(gexec);
-      cudaGraphDestroy(graph);
-      cudaStreamDestroy(cs);
       if (::testing::Test::HasFailure()) return;
     }
 }
@@ -688,24 +678,17 @@ TEST(DualDeltaGpu, GraphReplayT1MatchesCpu) {
       delta_replay_step(c.f, pin.step(true, ss), pool.view(true), Tensor{}, true, cuda_exec());
     }
     Inputs in(c, {B, 1}, rng);
-    cudaStream_t cs;
-    RSSM_CUDA_OK(cudaStreamCreate(&cs));
-    Exec ge = cuda_exec();
-    ge.stream = cs;
-    cudaGraph_t graph = nullptr;
-    RSSM_CUDA_OK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
-    delta_replay_step(c.f, in.step(true, slot), pool.view(true), Tensor{}, true, ge);
-    RSSM_CUDA_OK(cudaStreamEndCapture(cs, &graph));
-    cudaGraphExec_t gexec = nullptr;
-    RSSM_CUDA_OK(cudaGraphInstantiate(&gexec, graph, 0));
+    CapturedGraph graph;
+    graph.capture([&] {
+      delta_replay_step(c.f, in.step(true, slot), pool.view(true), Tensor{}, true, graph.exec(cuda_exec()));
+    });
     int flushes = 0;
     for (int it = 0; it < 12; ++it) {
       in.refill(rng);
       in.push();
       for (int64_t r : rows)
         if (r >= 0) flushes += pool.cur.h.get(r * 3 + 1) + 1 > L;
-      RSSM_CUDA_OK(cudaGraphLaunch(gexec, cs));
-      RSSM_CUDA_OK(cudaStreamSynchronize(cs));
+      graph.replay();
       delta_replay_step(c.f, in.step(false, slot), pool.view(false), Tensor{}, true, cpu_exec());
       const HostTensor o = in.o.fetch();
       for (int64_t i = 0; i < c.HV * c.V; ++i) ASSERT_EQ(o.get(7 * c.HV * c.V + i), 0.0) << "pad row output";
@@ -714,9 +697,6 @@ TEST(DualDeltaGpu, GraphReplayT1MatchesCpu) {
       if (::testing::Test::HasFailure()) break;
     }
     EXPECT_GE(flushes, 40) << "the schedule must flush";
-    cudaGraphExecDestroy(gexec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(cs);
     if (::testing::Test::HasFailure()) return;
   }
 }

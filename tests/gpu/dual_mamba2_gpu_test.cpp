@@ -504,16 +504,12 @@ TEST(DualMamba2Gpu, GraphReplayStepAndCommit) {
     HostTensor slots = index_tensor({4, -1, 1}), acc(DType::i32, {3});
     acc.fill(1.0);
     DeviceTensor dslots(slots), dacc(acc);
-    cudaStream_t cs;
-    RSSM_CUDA_OK(cudaStreamCreate(&cs));
-    const Exec ge{Backend::cuda, cs, 0, nullptr};
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t gexec = nullptr;
-    RSSM_CUDA_OK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
-    mamba2_replay_step(st.dev(), rig.dev(), Tensor{}, false, ge);
-    mamba2_commit(rig.dev(), dslots, -1, dacc, ge);
-    RSSM_CUDA_OK(cudaStreamEndCapture(cs, &graph));
-    RSSM_CUDA_OK(cudaGraphInstantiate(&gexec, graph, 0));
+    CapturedGraph graph;
+    graph.capture([&] {
+      const Exec ge = graph.exec(Exec{Backend::cuda});
+      mamba2_replay_step(st.dev(), rig.dev(), Tensor{}, false, ge);
+      mamba2_commit(rig.dev(), dslots, -1, dacc, ge);
+    });
     std::uniform_int_distribution<int> a(1, int(T));
     int flushes = 0;
     for (int it = 0; it < 60; ++it) {
@@ -522,8 +518,7 @@ TEST(DualMamba2Gpu, GraphReplayStepAndCommit) {
       for (int b = 0; b < 3; ++b) acc.set(b, a(rng));
       dacc.upload(acc);
       flushes += rig.cur(4).count + T > L;
-      RSSM_CUDA_OK(cudaGraphLaunch(gexec, cs));
-      RSSM_CUDA_OK(cudaStreamSynchronize(cs));
+      graph.replay();
       mamba2_replay_step(st.host(), rig.host(), Tensor{}, false, cpu_exec());
       mamba2_commit(rig.host(), slots, -1, acc, cpu_exec());
       EXPECT_LE(err(st.dy.to_host(), st.y), tol) << read_format_name(f) << " replay " << it;
@@ -532,9 +527,6 @@ TEST(DualMamba2Gpu, GraphReplayStepAndCommit) {
       if (HasFailure()) break;
     }
     EXPECT_GE(flushes, 20);
-    cudaGraphExecDestroy(gexec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(cs);
     if (HasFailure()) return;
   }
 }

@@ -20,6 +20,45 @@ namespace replayssm::test {
 
 #define RSSM_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(expr)
 
+// One operation captured into a CUDA graph on a stream of its own
+// (blocking: ordered with the tests' synchronous uploads) and replayed by
+// launch(); the instance, the graph and the stream go with the object.
+// exec(e) is e on that stream; capture(f) records what f() queues there.
+class CapturedGraph {
+ public:
+  CapturedGraph() { EXPECT_EQ(cudaStreamCreate(&stream_), cudaSuccess); }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  ~CapturedGraph() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  cudaStream_t stream() const { return stream_; }
+  Exec exec(Exec e) const {
+    e.stream = stream_;
+    return e;
+  }
+  template <class F>
+  void capture(F&& record) {
+    RSSM_CUDA_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    record();
+    RSSM_CUDA_OK(cudaStreamEndCapture(stream_, &graph_));
+    RSSM_CUDA_OK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+  void launch() { RSSM_CUDA_OK(cudaGraphLaunch(exec_, stream_)); }
+  // launch(), then wait for it.
+  void replay() {
+    launch();
+    RSSM_CUDA_OK(cudaStreamSynchronize(stream_));
+  }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 // A long test split into GPU_TEST_PARTS value-parameterised parts, so that
 // GoogleTest sharding (scripts/gpu_check.sh runs one shard per core) can
 // spread it: part p runs the items i of the test's loop with i % parts == p,

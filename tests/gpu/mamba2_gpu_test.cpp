@@ -415,15 +415,8 @@ TEST(Mamba2Gpu, GraphReplayChangingAcceptances) {
     HostTensor acc(DType::i32, {3});
     acc.fill(1.0);
     DeviceTensor dacc(acc);
-    cudaStream_t cs;
-    RSSM_CUDA_OK(cudaStreamCreate(&cs));  // blocking: ordered with the uploads below
-    Exec ge{Backend::cuda, cs, 0, nullptr};
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t gexec = nullptr;
-    RSSM_CUDA_OK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
-    mamba2_replay_step(st.dev(), pool.dev(), dacc, false, ge);
-    RSSM_CUDA_OK(cudaStreamEndCapture(cs, &graph));
-    RSSM_CUDA_OK(cudaGraphInstantiate(&gexec, graph, 0));
+    CapturedGraph graph;
+    graph.capture([&] { mamba2_replay_step(st.dev(), pool.dev(), dacc, false, graph.exec(Exec{Backend::cuda})); });
     int flushes = 0;
     std::uniform_int_distribution<int> a(1, int(T));
     for (int it = 0; it < 240; ++it) {
@@ -436,8 +429,7 @@ TEST(Mamba2Gpu, GraphReplayChangingAcceptances) {
       for (int b = 0; b < 3; ++b) acc.set(b, a(rng));
       dacc.upload(acc);
       const int32_t count0 = int32_t(pool.cursor.get(4 * 3 + 1));
-      RSSM_CUDA_OK(cudaGraphLaunch(gexec, cs));
-      RSSM_CUDA_OK(cudaStreamSynchronize(cs));
+      graph.replay();
       mamba2_replay_step(st.host(), pool.host(), acc, false, ref_exec());
       flushes += count0 + int32_t(acc.get(0)) + T > L;
       EXPECT_LE(err(download(st.dy), st.y), t) << name(d) << " replay " << it;
@@ -446,9 +438,6 @@ TEST(Mamba2Gpu, GraphReplayChangingAcceptances) {
     }
     EXPECT_GE(flushes, 20) << "the schedule must flush";
     pool.expect_match(t, "graph " + name(d));
-    cudaGraphExecDestroy(gexec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(cs);
   }
 }
 

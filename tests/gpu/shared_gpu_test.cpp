@@ -297,28 +297,18 @@ TEST(SharedGpu, Mamba2GraphReplay) {
   b.h.copy_from(a.h);
   b.up();
   M2Inputs in(s, 3, 1, DType::bf16, true, {0, -1, 3}, rng);
-  cudaStream_t stream;
-  RSSM_CUDA_OK(cudaStreamCreate(&stream));
-  Exec e = gpu_exec();
-  e.stream = stream;
+  CapturedGraph graph;
+  const Exec e = graph.exec(gpu_exec());
   const QuantRounding r{true, 9, 4};
   mamba2_decode_shared(in.view(layer, true), a.d->t(), f, r, e);  // warm-up (attributes)
   mamba2_decode_shared(in.view(layer, true), b.d->t(), f, r, e);
-  cudaGraph_t graph;
-  RSSM_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  mamba2_decode_shared(in.view(layer, true), a.d->t(), f, r, e);
-  RSSM_CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  RSSM_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  graph.capture([&] { mamba2_decode_shared(in.view(layer, true), a.d->t(), f, r, e); });
   for (int i = 0; i < 20; ++i) {
-    RSSM_CUDA_OK(cudaGraphLaunch(exec, stream));
+    graph.launch();
     mamba2_decode_shared(in.view(layer, true), b.d->t(), f, r, e);
   }
-  RSSM_CUDA_OK(cudaStreamSynchronize(stream));
+  RSSM_CUDA_OK(cudaStreamSynchronize(graph.stream()));
   EXPECT_TRUE(a.fetch().bytes_equal(b.fetch()));
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 }  // namespace
