@@ -1,6 +1,7 @@
 // The dual fold (dual_fold.cuh) on tensor cores, for K = 128, V % 16 == 0
 // and state rows whose 4-element groups are aligned (delta_launch.cu::
-// dual_fold_mma_fits); same grid, same plan, same pack.
+// dual_fold_mma_fits); same grid, same plan, the same copy bytes (packed
+// from the rows' registers when V <= 128, pack_row_quad; else re-read).
 //
 // The committed records are taken in chunks of FOLD_CH = 16 (Λ summed from
 // the chunk's start c0, all exponents ≤ 0 for decaying gates). Per chunk and

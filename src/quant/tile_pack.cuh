@@ -3,7 +3,8 @@
 // checkpoint). Writes exactly the bytes quant_pack writes (src/quant/README.md
 // rules; same per-block codecs as quant_pack_kernel in quant.cu): padding
 // zeroed, fp8 one thread per 32-value block, nvfp4 the tile's finite amax by
-// a block reduction, then one thread per 16-value block.
+// a block reduction, then one thread per 16-value block. pack_row_quad packs
+// a row held in registers by a quad (the tensor-core fold) to the same bytes.
 #pragma once
 #include "cuda/common.cuh"
 #include "quant/quant.cuh"
@@ -140,6 +141,7 @@ __device__ __forceinline__ void pack_row_quad(const float (&v)[32], int64_t r, i
     }
   }
 }
+// Runtime format switch over pack_row_quad.
 __device__ __forceinline__ void pack_row_quad_any(const float (&v)[32], int64_t r, int t4, uint8_t* tile,
                                                   const TileGeom& g, float t) {
   switch (g.format) {
