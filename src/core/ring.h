@@ -68,7 +68,8 @@ RSSM_HD StepPlan ring_plan_step(RingCursor c, int32_t T, int32_t L, int32_t R) {
 
 // Physical position of logical record i of a ring starting at `start`.
 RSSM_HD int32_t ring_pos(int32_t start, int32_t i, int32_t R) { return (start + i) % R; }
-// The same for start < R and i < R (a valid cursor's records), without a division.
+// The same for start < R and i <= R (a valid cursor's records and the step's
+// appends), without a division.
 RSSM_HD int32_t ring_pos_near(int32_t start, int32_t i, int32_t R) {
   const int32_t p = start + i;
   return p >= R ? p - R : p;

@@ -277,8 +277,7 @@ __device__ __forceinline__ void prefetch_block_records(const ReplayArgs& a, int 
   auto esz = [](DType dt) { return dt == DType::f32 ? int64_t(4) : int64_t(2); };
   const int64_t de = esz(rg.d_dt), ke = esz(rg.k_dt);
   for (int j = lane; j < n; j += 32) {
-    const int q = st + j;
-    const int64_t pos = q >= rg.R ? q - rg.R : q;
+    const int64_t pos = ring_pos_near(st, j, rg.R);
     const char* d = static_cast<const char*>(rg.d) + (s * rg.d0 + pos * rg.d1 + int64_t(hv0) * rg.d2 + v0) * de;
     if (vt == in.V && rg.d2 == in.V) {
       cuda_util::prefetch_l2(d, uint32_t(nh * vt * de));

@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   const int n = n_old + T;
   // Ring position of record i after `start` (start < R: cursor_ok and
   // ring_plan_step; i <= L + T <= R), without the division of ring_pos.
-  auto rpos = [R](int start, int i) { const int x = start + i; return x >= R ? x - R : x; };
+  auto rpos = [R](int start, int i) { return ring_pos_near(start, i, R); };
 
   double* LAMD = reinterpret_cast<double*>(smem4);
   float* sm = reinterpret_cast<float*>(smem4) + lay.float_base;

@@ -312,10 +312,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   // they are in flight, then they are stored. Records are read 4 elements at a
   // time: thread ↔ (a column of 4 elements, records j0, j0 + js, ...), so the
   // addresses need no divisions.
-  auto pos_of = [&](int j) {  // ring_pos(old_start, j, R) for j < R, without a division
-    const int q = old_start + j;
-    return int64_t(q >= R ? q - R : q);
-  };
+  auto pos_of = [&](int j) { return int64_t(ring_pos_near(old_start, j, R)); };
   auto k_off = [&](int j) { return s * rg.k0 + pos_of(j) * rg.k1 + int64_t(kh) * rg.k2; };
   auto ks_at = [&](int j) { return rg.ks[s * rg.ks0 + pos_of(j) * rg.ks1 + int64_t(kh) * rg.ks2]; };
   auto d_off = [&](int j, int hl, int v) {
