@@ -475,6 +475,26 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   // Phases 2 and 3 as a lambda called once: the KDA bf16 kernel's 52 B of
   // spills go (B = 256 296.6 → 273.9 µs, perf_notes_delta.md v14).
   auto phases23 = [&]() {
+    // The products k̂_j·k̂ and k̂_j·q̂ of the old records with the token (no
+    // flush; KDA: of the decayed keys), a warp per record.
+    auto key_products = [&]() {
+      if (flush) return;
+      const float* kt = KV + int64_t(n_old) * K;
+      for (int j = warp; j < n_old; j += nwarps) {
+        float dk = 0.f, dq = 0.f;
+        for (int i = lane32; i < K; i += 32) {
+          const float kj = KV[j * K + i];
+          dk += kj * kt[i];
+          dq += kj * QV[i];
+        }
+        dk = warp_sum(dk);
+        dq = warp_sum(dq);
+        if (lane32 == 0) {
+          DK[j] = dk;
+          DQ[j] = dq;
+        }
+      }
+    };
     // Phase 2: decays c_j by suffix sums of the gates (no difference of large
     // prefix sums), from the token's gate (no flush) or the new checkpoint
     // (flush); GDN also the key products (independent of the decays).
@@ -517,23 +537,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
           }
         }
       }
-      if (!flush) {
-        const float* kt = KV + int64_t(n_old) * K;
-        for (int j = warp; j < n_old; j += nwarps) {
-          float dk = 0.f, dq = 0.f;
-          for (int i = lane32; i < K; i += 32) {
-            const float kj = KV[j * K + i];
-            dk += kj * kt[i];
-            dq += kj * QV[i];
-          }
-          dk = warp_sum(dk);
-          dq = warp_sum(dq);
-          if (lane32 == 0) {
-            DK[j] = dk;
-            DQ[j] = dq;
-          }
-        }
-      }
+      key_products();
     } else {
       for (int k = tid; k < K; k += nthr) {
         float suf = flush ? 0.f : GS[n_old * K + k];
@@ -547,22 +551,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
         UQ[k] = eu * QV[k];
       }
       __syncthreads();
-      if (!flush) {
-        for (int j = warp; j < n_old; j += nwarps) {
-          float wk = 0.f, wq = 0.f;
-          for (int i = lane32; i < K; i += 32) {
-            const float f = KV[j * K + i];
-            wk += f * KV[n_old * K + i];
-            wq += f * QV[i];
-          }
-          wk = warp_sum(wk);
-          wq = warp_sum(wq);
-          if (lane32 == 0) {
-            DK[j] = wk;
-            DQ[j] = wq;
-          }
-        }
-      }
+      key_products();
     }
     __syncthreads();
 
