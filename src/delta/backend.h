@@ -38,6 +38,16 @@ WorkspacePlan workspace_plan(SsmOp op, const Dims& d, int threads);
 }
 namespace cuda {
 RSSM_DELTA_BACKEND_API(, const Exec& exec)
+// The T = 1 replay launch that replay_step takes for a contiguous pool of
+// dtype `state` on a GPU with `sms` SMs (delta_launch.cu, replay1_plan):
+// value heads and rows per block, d records in shared memory, bulk stream,
+// shared memory bytes. For tests.
+struct Replay1Choice {
+  int nh = 0, vt = 0, ld = 0;
+  bool bulk = false;
+  int64_t smem = 0;
+};
+Replay1Choice replay1_choice(const Dims& d, DType state, int sms);
 // Dual-precision pools (pool.read_copy of layout `copy`; dual tensors
 // validated by dual::check_device_pool, the rest as for a single pool).
 void dual_replay_step(const DeltaStep& step, const DeltaPool& pool, const QuantLayout& copy,

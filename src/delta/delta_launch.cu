@@ -378,6 +378,63 @@ bool replay_mma_fits(const StateView& st, int64_t state_size, int T, const Dims&
   return T >= 2 && T <= 8 && mma_rows_fit(st, state_size, d);
 }
 
+// The T = 1 replay launch (replay1.cuh): its tile (replay_tile, shared
+// memory of the staged stream with all L d records at REPLAY1_SMEM_CAP), its
+// d records in shared memory, its stream and shared memory. A long ring whose
+// whole tile (GDN: a key head) would lose the block a resident slot per SM
+// keeps the tile with fewer d records in shared memory (replay1_ld) when the
+// tile streams by bulk copies.
+struct Replay1Plan {
+  ReplayTile tile;
+  int ld = 0;
+  bool bulk = false, qbulk = false;
+  size_t smem = 0;
+};
+Replay1Plan replay1_plan(const StateView& st, const QuantGeom& qg, int qf, DType sd, const Dims& d, int sms) {
+  const bool kda = is_kda(d);
+  const int64_t G = d.HV / d.H;
+  const int lpr = lanes_per_row(d.K), rpp = REPLAY1_THREADS / lpr, L = int(d.L);
+  // 16-byte stage words per 16-element lane share (fp8 / nvfp4: one per 8 elements)
+  const int nch = qf == QF_NONE ? int(dtype_size(sd)) : 2;
+  const int64_t ss = int64_t(dtype_size(sd));
+  auto smem_of = [&](const ReplayTile& t) {
+    const int rbm = t.nh * t.vt;
+    return replay1_layout(kda, int(d.K), L, t.nh, rbm, replay1_dt_floats(L, L, rbm, 0), nch, (rbm + rpp - 1) / rpp)
+               .total * 4;
+  };
+  auto bulk_fits = [&](const ReplayTile& t) { return qf == QF_NONE && replay1_bulk_fits(st, ss, t, d); };
+  auto qbulk_fits = [&](const ReplayTile& t) { return qf != QF_NONE && replay1_qbulk_fits(st, t, d, qg); };
+  // The launch's shared memory with ld d records in it (bulk streams: their stages).
+  auto launch_smem = [&](const ReplayTile& t, int ld) {
+    const int rbm = t.nh * t.vt;
+    const bool bk = bulk_fits(t), qbk = qbulk_fits(t);
+    const int64_t bulk_floats = bk    ? r1b_stage_floats(kda, int(ss), rbm)
+                                : qbk ? r1q_stage_floats(r1q_sweep_bytes(qf == QF_NVFP4, t.vt, qg.scale_row_bytes), t.nh)
+                                      : 0;
+    // (a wide flush stages its weights in DT for GDN, in the gates' region for KDA)
+    const int64_t dt = replay1_dt_floats(L, ld, rbm, bk && !kda ? r1b_sweep_rows(kda, int(ss)) : 0);
+    return replay1_layout(kda, int(d.K), L, t.nh, rbm, dt, nch, (rbm + rpp - 1) / rpp, bulk_floats).total * 4;
+  };
+  Replay1Plan p;
+  p.tile = replay_tile(d.family, d.B, d.H, G, d.V, lpr, sms, smem_of, REPLAY1_SMEM_CAP);
+  p.ld = L;
+  const ReplayTile ideal =
+      replay_tile(d.family, d.B, d.H, G, d.V, lpr, sms, [](const ReplayTile&) { return int64_t(0); }, REPLAY1_SMEM_CAP);
+  const int64_t budget = replay1_smem_budget(kda || qf != QF_NONE);
+  if ((bulk_fits(ideal) || qbulk_fits(ideal)) &&
+      (ideal.nh != p.tile.nh || ideal.vt != p.tile.vt || launch_smem(p.tile, L) > budget)) {
+    const int ld = replay1_ld(L, [&](int c) { return launch_smem(ideal, c); }, budget);
+    if (ld < L) {
+      p.tile = ideal;
+      p.ld = ld;
+    }
+  }
+  p.bulk = bulk_fits(p.tile);
+  p.qbulk = qbulk_fits(p.tile);
+  p.smem = size_t(launch_smem(p.tile, p.ld));
+  return p;
+}
+
 // The replay step (data kernel + cursor kernel). With `dual`, the kernels
 // read the copy: bf16 / f16 copies as plain state rows (tile strides),
 // fp8 / nvfp4 through the decoding replay kernel (any T).
@@ -428,29 +485,16 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     a.d_vec = vec4(pool.ring_d, d.V);
     a.k_vec = vec4(pool.ring_k, d.K);
     a.g_vec = kda && vec4(pool.ring_g, d.K);
-    // 16-byte stage words per 16-element lane share (fp8 / nvfp4: one per 8 elements)
-    const int nch = qf == QF_NONE ? int(dtype_size(sd)) : 2;
-    const int rpp = REPLAY1_THREADS / a.lpr;
-    auto smem_of = [&](const ReplayTile& t) {
-      const int rbm = t.nh * t.vt;
-      return replay1_layout(kda, int(d.K), int(d.L), t.nh, rbm, nch, (rbm + rpp - 1) / rpp).total * 4;
-    };
-    const ReplayTile tile = replay_tile(d.family, d.B, d.H, G, d.V, a.lpr, sm_count(), smem_of, REPLAY1_SMEM_CAP);
+    const Replay1Plan plan = replay1_plan(a.st, a.qg, qf, sd, d, sm_count());
+    const ReplayTile tile = plan.tile;
     a.nh = tile.nh;
     a.vt = tile.vt;
     a.vtiles = int((d.V + tile.vt - 1) / tile.vt);
+    a.ld = plan.ld;
     a.late_first = d.B >= 32;  // batch 1: the early sweeps are 0.4 µs faster
     a.rec_pf = dual ? 0 : replay1_prefetch_distance(kda, d.B, sm_count());
-    const int64_t ss = int64_t(dtype_size(sd));
-    const bool bulk = qf == QF_NONE && replay1_bulk_fits(a.st, ss, tile, d);
-    const bool qbulk = qf != QF_NONE && replay1_qbulk_fits(a.st, tile, d, a.qg);
-    const int rbm = tile.nh * tile.vt;
-    const int64_t bulk_floats = bulk ? r1b_stage_floats(kda, int(ss), rbm)
-                                : qbulk ? r1q_stage_floats(r1q_sweep_bytes(qf == QF_NVFP4, tile.vt, a.qg.scale_row_bytes), tile.nh)
-                                        : 0;
-    const size_t smem = bulk || qbulk ? size_t(replay1_layout(kda, int(d.K), int(d.L), tile.nh, rbm, nch,
-                                                              (rbm + rpp - 1) / rpp, bulk_floats).total * 4)
-                                      : size_t(smem_of(tile));
+    const bool bulk = plan.bulk, qbulk = plan.qbulk;
+    const size_t smem = plan.smem;
     check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda replay kernel's shared memory");
     Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                          REPLAY1_THREADS, smem, exec);
@@ -561,6 +605,12 @@ void run_dual_fold(const char* fn, int op, const DeltaPool& pool, const QuantLay
 }
 
 }  // namespace
+
+Replay1Choice replay1_choice(const Dims& d, DType state, int sms) {
+  const StateView st{reinterpret_cast<void*>(uintptr_t(256)), d.HV * d.V * d.K, d.V * d.K, d.K};
+  const Replay1Plan p = replay1_plan(st, QuantGeom{}, QF_NONE, state, d, sms);
+  return Replay1Choice{p.tile.nh, p.tile.vt, p.ld, p.bulk, int64_t(p.smem)};
+}
 
 void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num_accepted,
                  bool commit_all, const Dims& d, const Exec& exec) {

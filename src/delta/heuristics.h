@@ -126,6 +126,27 @@ inline constexpr int REPLAY1_KDA_MIN_BLOCKS = 3;
 inline constexpr int REPLAY1_QB_MIN_BLOCKS = 3;
 inline constexpr int R1Q_STAGE_BYTES = 32 * 1024;
 
+// Shared memory per T = 1 replay block for its resident blocks per SM (H200:
+// 228 KiB per SM, 1 KiB reserved per block): two blocks (GDN f32 / bf16 /
+// f16 streams) at REPLAY1_SMEM_CAP, three (KDA, packed copies) at 75 KiB.
+inline int64_t replay1_smem_budget(bool three_blocks) { return three_blocks ? 75 * 1024 : REPLAY1_SMEM_CAP; }
+
+// d records held in shared memory by a T = 1 replay block of a long ring
+// (replay1.cuh, replay1_dt_floats): L when they fit the budget, else the
+// largest multiple of 4 that does (records past it come from L2, and a flush
+// of more stages its weights per sweep); L if none fits (the launcher then
+// keeps the tile that fits with all L). At L = 32 the full tile's 64 KiB of
+// GDN fp32 d records took the block's second slot per SM (B = 256: 709 µs
+// against 333 at L = 16; KDA lost its third slot: 427 against 305,
+// bench/results/2026-12-02_h200_gpu_grid_9a23fa4.jsonl).
+template <class SmemFn>
+int replay1_ld(int L, SmemFn smem_bytes, int64_t budget) {
+  if (smem_bytes(L) <= budget) return L;
+  for (int c = (L - 1) / 4 * 4; c >= 4; c -= 4)
+    if (smem_bytes(c) <= budget) return c;
+  return L;
+}
+
 // Records prefetch of the T = 1 replay (kernel_common.cuh,
 // prefetch_block_ahead): a block prefetches into L2 the records of the block
 // half a resident grid after it (GDN 2, KDA 3 blocks per SM), which starts

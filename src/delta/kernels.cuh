@@ -39,8 +39,10 @@ template <DType SD, bool KDA> void launch_replay_mma(const ReplayArgs& a, const 
 template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l) {
   launch_kernel(delta_replay1_kernel<SD, KDA>, l, a);
 }
+// a.ld < L: the long-ring instance (replay1.cuh, LR)
 template <DType SD, bool KDA> void launch_replay1_bulk(const ReplayArgs& a, const Launch& l) {
-  launch_kernel(delta_replay1_kernel<SD, KDA, QF_NONE, true>, l, a);
+  if (a.ld < a.rings.L) launch_kernel(delta_replay1_kernel<SD, KDA, QF_NONE, true, true>, l, a);
+  else launch_kernel(delta_replay1_kernel<SD, KDA, QF_NONE, true>, l, a);
 }
 template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& l) {
   launch_kernel(delta_fold_kernel<SD, KDA>, l, a);
@@ -50,7 +52,8 @@ template <int QF, bool KDA> void launch_replay_quant(const ReplayArgs& a, const 
   launch_kernel(delta_replay_kernel<DType::f32, KDA, QF>, l, a);
 }
 template <int QF, bool KDA> void launch_replay1_quant(const ReplayArgs& a, const Launch& l, bool bulk) {
-  if (bulk) launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF, true>, l, a);
+  if (bulk && a.ld < a.rings.L) launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF, true, true>, l, a);
+  else if (bulk) launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF, true>, l, a);
   else launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF>, l, a);
 }
 

@@ -137,6 +137,7 @@ struct ReplayArgs {
   RecRing ring_v, ring_beta;
   QuantGeom qg;  // QF_FP8 / QF_NVFP4 kernels
   int32_t* status = nullptr;
+  int ld = 0;  // T = 1 bulk streams: d records per block in shared memory (heuristics.h, replay1_ld)
 };
 
 // Fold of the committed records: materialize (out) or flush (in place).

@@ -66,15 +66,28 @@ __host__ __device__ inline int64_t r1q_stage_floats(int64_t sweep_bytes, int nh)
   return int64_t(r1q_stages(sweep_bytes, nh)) * sweep_bytes / 4;
 }
 
+// The d records held in shared memory ([ld][rbm] floats of DT): all L when
+// they fit (ld = L). Long rings (L = 32 at a whole GDN key head: 64 KiB of
+// fp32 d) would cost the block its second (KDA: third) slot on the SM, so the
+// launcher may take ld < L (delta_launch.cu): a step reads its records past
+// ld from global memory (L2, prefetched), and a flush of more than ld
+// records stages the fold weights of all L records sweep by sweep (GDN: in
+// the same region, sw = rows per bulk sweep; KDA in its gates' region, and
+// kernels that do not flush by sweeps: sw = 0).
+__host__ __device__ inline int64_t replay1_dt_floats(int L, int ld, int rbm, int sw) {
+  const int64_t tile = int64_t(ld) * rbm, staged = int64_t(L) * sw;
+  return ld >= L ? int64_t(L) * rbm : (tile > staged ? tile : staged);
+}
+
 // Shared memory of the T = 1 replay kernel, in floats (stages first: 16-byte
-// aligned). rbm = nh·vt rows, np rows per thread.
+// aligned). rbm = nh·vt rows, np rows per thread, dt_floats: replay1_dt_floats.
 struct Replay1Layout {
   int64_t stg, bar, kv, kr, qv, uk, uq, e0v, gs, dt, dk, dq, co, eu, e0, beta, misc, vs, hq, total;
 };
 // bulk_floats > 0 (the bulk-copy stream, BULK kernels): the stages are
 // bulk_floats (stages × sweep) and four mbarriers follow.
-__host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, int nh, int rbm, int nch,
-                                                        int np, int64_t bulk_floats = 0) {
+__host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, int nh, int rbm, int64_t dt_floats,
+                                                        int nch, int np, int64_t bulk_floats = 0) {
   Replay1Layout l{};
   int64_t o = 0;
   const int64_t L1 = int64_t(L) + 1;
@@ -87,7 +100,7 @@ __host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, 
   l.uq = o; o += kda ? align4(K) : 0;
   l.e0v = o; o += kda ? align4(K) : 0;
   l.gs = o; o += align4(L1 * (kda ? K : nh));
-  l.dt = o; o += align4(int64_t(L) * rbm);
+  l.dt = o; o += align4(dt_floats);
   l.dk = o; o += align4(L);
   l.dq = o; o += align4(L);
   l.co = o; o += kda ? 0 : align4(int64_t(nh) * L);
@@ -124,11 +137,15 @@ __device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<f
 // BULK: the state rows stream by bulk copies (delta_launch.cu::replay1_bulk_fits:
 // K = 128, the block's rows contiguous and 16-byte aligned; with QF: the
 // block's rows of each head with their scales, replay1_qbulk_fits).
-template <DType SD, bool KDA, int QF = QF_NONE, bool BULK = false>
+// LR (bulk streams only): a.ld may be below L (long rings, replay1_dt_floats);
+// without it the kernel holds all L d records (a.ld is not read), and its
+// machine code is that of the kernel before long rings were split.
+template <DType SD, bool KDA, int QF = QF_NONE, bool BULK = false, bool LR = false>
 __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? REPLAY1_KDA_MIN_BLOCKS
                                                    : BULK && QF != QF_NONE ? REPLAY1_QB_MIN_BLOCKS
                                                                            : REPLAY1_MIN_BLOCKS)
     delta_replay1_kernel(ReplayArgs a) {
+  static_assert(!LR || BULK, "split d records: bulk streams only");
   constexpr bool QB = BULK && QF != QF_NONE;  // bulk stream of a packed copy
   constexpr int CHUNKS = KDA ? REPLAY1_KDA_CHUNKS : 16;
   using RW = Row<QF == QF_NONE ? SD : DType::bf16>;
@@ -178,7 +195,13 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   const int64_t bulk_floats = !BULK ? 0
                               : QB  ? r1q_stage_floats(SWB, nh)
                                     : r1b_stage_floats(KDA, int(sizeof(TS)), RBM);
-  const Replay1Layout lay = replay1_layout(KDA, K, L, nh, RBM, ST::NCH, np, bulk_floats);
+  // d records in shared memory (replay1_dt_floats): LD of them; a flush of
+  // more stages its weights per sweep of SWF rows (bulk f32 / bf16 / f16) in
+  // DT (GDN) or in the gates' region GS (KDA: [L+1][K] ≥ [L][SW], free after
+  // phase 2)
+  const int LD = LR ? a.ld : L;
+  const int SWF = BULK && !QB && !KDA ? SW : 0;
+  const Replay1Layout lay = replay1_layout(KDA, K, L, nh, RBM, replay1_dt_floats(L, LD, RBM, SWF), ST::NCH, np, bulk_floats);
   uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
   uint64_t* BAR = reinterpret_cast<uint64_t*>(sm + lay.bar);
   TS* const BASE = state + int64_t(hv0) * a.st.s1 + int64_t(v0) * a.st.s2;  // BULK: row r at BASE + r·K
@@ -289,6 +312,10 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   const int n_old = flush ? p.fold_count : p.hist_count;
   const int old_start = flush ? p.fold_start : p.hist_start;
   const int64_t apos = p.append_start;
+  // Records of DT (the rest from global memory); a wide flush (more than LD
+  // records) stages its weights per sweep (phase 4), so it loads none here.
+  const bool wide = LR && flush && n_old > LD;
+  const int nd = !LR ? n_old : wide ? 0 : min(n_old, LD);
 
   float* KV = sm + lay.kv;    // [L+1][K] k̂_j of the old records, then k̂ of the token (KDA: c_j ⊙ k̂_j)
   float* QV = sm + lay.qv;    // [K] q̂
@@ -296,7 +323,8 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   float* UQ = sm + lay.uq;    // KDA [K] e^{Λ_m} ⊙ q̂
   float* E0V = sm + lay.e0v;  // KDA [K] flush decay e^{Λ_h}
   float* GS = sm + lay.gs;    // GDN [nh][L+1], KDA [L+1][K] gates
-  float* DT = sm + lay.dt;    // [L][RBM] d of the old records (flush GDN: times c_j)
+  float* DT = sm + lay.dt;    // [LD][RBM] d of the old records (flush GDN: times c_j)
+  float* const WS = KDA ? GS : DT;  // a wide flush's weights of one sweep, [L][SW]
   float* DK = sm + lay.dk;    // [L] (k̂_j·k̂) (KDA: W_{k,j})
   float* DQ = sm + lay.dq;    // [L] (k̂_j·q̂) (KDA: W_{q,j})
   float* CO = sm + lay.co;    // GDN [nh][L] c_j
@@ -334,7 +362,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
 #pragma unroll
   for (int u = 0; u < UD; ++u) {
     const int j = jd0 + u * jds;
-    if (dact && j < n_old) dr[u] = load4_any(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1);
+    if (dact && j < nd) dr[u] = load4_any(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1);
   }
   // Old keys (and KDA gates): column ck = 4 key channels.
   const bool kv4 = a.k_vec, gv4 = KDA && a.g_vec;
@@ -418,10 +446,10 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
 #pragma unroll
   for (int u = 0; u < UD; ++u) {
     const int j = jd0 + u * jds;
-    if (dact && j < n_old) store4(dcol + j * RBM, dr[u]);
+    if (dact && j < nd) store4(dcol + j * RBM, dr[u]);
   }
   if (dact)
-    for (int j = jd0 + UD * jds; j < n_old; j += jds) store4(dcol + j * RBM, load4_any(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1));
+    for (int j = jd0 + UD * jds; j < nd; j += jds) store4(dcol + j * RBM, load4_any(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1));
 #pragma unroll
   for (int u = 0; u < UR; ++u) {
     const int j = jk0 + u * jks;
@@ -461,7 +489,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   if (!kv4)
     for (int x = tid; x < n_old * K; x += nthr) KV[x] = load_any(rg.k, rg.k_dt, k_off(x / K) + x % K) * ks_at(x / K);
   if (!dv4)
-    for (int x = tid; x < n_old * RB; x += nthr)
+    for (int x = tid; x < nd * RB; x += nthr)
       DT[(x / RB) * RBM + x % RB] = load_any(rg.d, rg.d_dt, d_off(x / RB, (x % RB) / vt, (x % RB) % vt));
   if (KDA && !gv4)
     for (int x = tid; x < n_old * K; x += nthr) GS[x] = rg.g[g_off(x / K, 0) + x % K];
@@ -471,6 +499,14 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     for (int rr = tid; rr < RB; rr += nthr)
       store_any(a.ring_v.p, a.ring_v.dt,
                 s * a.ring_v.s0 + apos * a.ring_v.s1 + int64_t(hv0 + rr / vt) * a.ring_v.s2 + v0 + rr % vt, VS[rr]);
+
+  // Weight of record j in row rr (block row) from global memory: d_j (GDN:
+  // times c_j, as DT after phase 3), for records past DT (after phase 2).
+  auto fold_w = [&](int j, int rr) {
+    const int h = div_small(rr, vt);
+    const float d = load_any(rg.d, rg.d_dt, d_off(j, h, rr - h * vt));
+    return KDA ? d : d * CO[h * L + j];
+  };
 
   // Phases 2 and 3 as a lambda called once: the KDA bf16 kernel's 52 B of
   // spills go (B = 256 296.6 → 273.9 µs, perf_notes_delta.md v14).
@@ -566,13 +602,13 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
       float hk0 = 0.f, hq0 = 0.f, hk1 = 0.f, hq1 = 0.f;
       if (flush) {
         if (!KDA)
-          for (int j = 0; j < n_old; ++j) {
+          for (int j = 0; j < nd; ++j) {
             DT[j * RBM + r0] *= CO[h0 * L + j];
             if (two) DT[j * RBM + r1] *= CO[h1 * L + j];
           }
       } else {
 #pragma unroll 4
-        for (int j = 0; j < n_old; ++j) {
+        for (int j = 0; j < nd; ++j) {
           const float dk = DK[j], dq = DQ[j];
           const float w0 = KDA ? DT[j * RBM + r0] : DT[j * RBM + r0] * CO[h0 * L + j];
           const float w1 = !two ? 0.f : KDA ? DT[j * RBM + r1] : DT[j * RBM + r1] * CO[h1 * L + j];
@@ -582,11 +618,27 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
           hq1 += w1 * dq;
         }
       }
-      VS[r0] = BETA[h0] * (VS[r0] - hk0);
+      // records past DT (a.ld < L, no flush): finished by the pass below
+      const bool tail = LR && !flush && n_old > nd;
+      VS[r0] = tail ? VS[r0] - hk0 : BETA[h0] * (VS[r0] - hk0);
       HQ[r0] = hq0;
       if (two) {
-        VS[r1] = BETA[h1] * (VS[r1] - hk1);
+        VS[r1] = tail ? VS[r1] - hk1 : BETA[h1] * (VS[r1] - hk1);
         HQ[r1] = hq1;
+      }
+    }
+    if (LR && !flush && n_old > nd) {  // the same terms of records nd.. from global memory (L2), row by row
+      for (int r = tid; r < RB; r += nthr) {
+        const int h = div_small(r, vt);
+        float hk = 0.f, hq = 0.f;
+#pragma unroll 4
+        for (int j = nd; j < n_old; ++j) {
+          const float w = fold_w(j, r);
+          hk += w * DK[j];
+          hq += w * DQ[j];
+        }
+        VS[r] = BETA[h] * (VS[r] - hk);
+        HQ[r] += hq;
       }
     }
     __syncthreads();
@@ -615,111 +667,131 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     }
     const int64_t d_base = s * rg.d0 + apos * rg.d1 + v0;
     const int64_t o_base = int64_t(b) * in.o.sb + v0;
-    for (int k = 0; k < nsw; ++k) {
-      const int kq_ = div_small(k, NST), st = k - kq_ * NST;
-      cuda_util::mbar_wait(BAR + st, uint32_t(kq_) & 1u);
-      const int r0 = k * SW + warp * BR;
-      const int rlim = QB ? (k + 1) * SW : RB;  // rows r < rlim are the sweep's
-      const char* const sg = reinterpret_cast<const char*>(STG) + st * SWB;  // the stage
-      const char* const sk = sg + (warp * BR + sub) * ROWB + lr * LB;
-      const char* const sscale = sg + SW * ROWB;  // QB: the block scales of the sweep's rows
-      float ak[RQ], aq[RQ];
-      // FG rows at a time: a flush folds them with the records outer (each
-      // k̂_j chunk read once for the FG rows)
-#pragma unroll
-      for (int u0 = 0; u0 < RQ; u0 += FG) {
-        float f[FG][E];
-        float qs[FG];  // QF_FP8: the rows' block scales 2^(e − 127), applied to the sums (exact)
-#pragma unroll
-        for (int i = 0; i < FG; ++i) {
-          const int u = u0 + i, r = r0 + u * RPL + sub;
-          const bool rv = r < rlim;
-          qs[i] = 1.f;
-          if constexpr (QF == QF_FP8) {  // (row r − k·SW of the sweep)
-            const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
-            const uint32_t eb = rv ? uint8_t(sscale[(r - k * SW) * a.qg.scale_row_bytes + (lr >> 1)]) : 127u;
-            qs[i] = quant::dev::exp2i(int(eb) - 127);
-            quant::dev::fp8x16_decode_unscaled(w, f[i]);
-          } else if constexpr (QF == QF_NVFP4) {  // as QStage::read: (y · s) · t per value
-            const uint2 w = rv ? *reinterpret_cast<const uint2*>(sk + u * RPL * ROWB) : make_uint2(0u, 0u);
-            const float sf =
-                rv ? quant::dev::e4m3_decode(uint8_t(sscale[(r - k * SW) * a.qg.scale_row_bytes + lr])) : 0.f;
-            quant::dev::nvfp4x16_decode(w, sf, *reinterpret_cast<const float*>(sscale + SW * a.qg.scale_row_bytes), f[i]);
-          } else {
-            const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
-            const TS* x = reinterpret_cast<const TS*>(&w);
-#pragma unroll
-            for (int e = 0; e < E; ++e) f[i][e] = Traits<SD>::load(x[e]);
+    // Two copies of the sweeps: a wide flush (more records than DT holds)
+    // stages its fold weights per sweep; the other copy keeps the registers
+    // of the plain stream (inlined, the staging cost KDA bf16 16 B of spills).
+    auto sweeps = [&](auto wide_c) {
+      constexpr bool WIDE = decltype(wide_c)::value;
+      for (int k = 0; k < nsw; ++k) {
+        const int kq_ = div_small(k, NST), st = k - kq_ * NST;
+        if constexpr (WIDE) {  // the sweep's fold weights, all records: DT[j][row − k·SW]
+          const int nr = min(SW, RB - k * SW);
+          for (int x = tid; x < n_old * SW; x += nthr) {
+            const int j = div_small(x, SW), r = x - j * SW;
+            if (r < nr) WS[x] = fold_w(j, k * SW + r);
           }
+          __syncthreads();  // (the previous sweep's reads ended at its barrier)
         }
-        if constexpr (!QB) if (flush) {  // fold first: S_h = e^{Λ_h} ⊙ S_0 + Σ_j (d_j c_j) k̂_jᵀ (KDA: c_j in KV)
-          int rc[FG];
-#pragma unroll
+        cuda_util::mbar_wait(BAR + st, uint32_t(kq_) & 1u);
+        const int r0 = k * SW + warp * BR;
+        const int rlim = QB ? (k + 1) * SW : RB;  // rows r < rlim are the sweep's
+        const char* const sg = reinterpret_cast<const char*>(STG) + st * SWB;  // the stage
+        const char* const sk = sg + (warp * BR + sub) * ROWB + lr * LB;
+        [[maybe_unused]] const char* const sscale = sg + SW * ROWB;  // QB: the block scales of the sweep's rows
+        float ak[RQ], aq[RQ];
+        // FG rows at a time: a flush folds them with the records outer (each
+        // k̂_j chunk read once for the FG rows)
+  #pragma unroll
+        for (int u0 = 0; u0 < RQ; u0 += FG) {
+          float f[FG][E];
+          float qs[FG];  // QF_FP8: the rows' block scales 2^(e − 127), applied to the sums (exact)
+  #pragma unroll
           for (int i = 0; i < FG; ++i) {
-            rc[i] = min(r0 + (u0 + i) * RPL + sub, RB - 1);
-            const float e0 = KDA ? 1.f : E0[div_small(rc[i], vt)];
-#pragma unroll
-            for (int e = 0; e < E; ++e) f[i][e] *= KDA ? e0r[e] : e0;
+            const int u = u0 + i, r = r0 + u * RPL + sub;
+            const bool rv = r < rlim;
+            qs[i] = 1.f;
+            if constexpr (QF == QF_FP8) {  // (row r − k·SW of the sweep)
+              const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
+              const uint32_t eb = rv ? uint8_t(sscale[(r - k * SW) * a.qg.scale_row_bytes + (lr >> 1)]) : 127u;
+              qs[i] = quant::dev::exp2i(int(eb) - 127);
+              quant::dev::fp8x16_decode_unscaled(w, f[i]);
+            } else if constexpr (QF == QF_NVFP4) {  // as QStage::read: (y · s) · t per value
+              const uint2 w = rv ? *reinterpret_cast<const uint2*>(sk + u * RPL * ROWB) : make_uint2(0u, 0u);
+              const float sf =
+                  rv ? quant::dev::e4m3_decode(uint8_t(sscale[(r - k * SW) * a.qg.scale_row_bytes + lr])) : 0.f;
+              quant::dev::nvfp4x16_decode(w, sf, *reinterpret_cast<const float*>(sscale + SW * a.qg.scale_row_bytes), f[i]);
+            } else {
+              const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
+              const TS* x = reinterpret_cast<const TS*>(&w);
+  #pragma unroll
+              for (int e = 0; e < E; ++e) f[i][e] = Traits<SD>::load(x[e]);
+            }
           }
-          for (int j = 0; j < n_old; ++j) {  // the same operations per element as one row at a time
-            float w[FG];
-#pragma unroll
-            for (int i = 0; i < FG; ++i) w[i] = DT[j * RBM + rc[i]];
-            const float* kv = KV + j * K + lr * E;
-#pragma unroll
-            for (int e = 0; e < E; e += 4) {
-              const float4 k4 = *reinterpret_cast<const float4*>(kv + e);
-#pragma unroll
-              for (int i = 0; i < FG; ++i) {
-                f[i][e] += w[i] * k4.x; f[i][e + 1] += w[i] * k4.y; f[i][e + 2] += w[i] * k4.z; f[i][e + 3] += w[i] * k4.w;
+          if constexpr (!QB) if (flush) {  // fold first: S_h = e^{Λ_h} ⊙ S_0 + Σ_j (d_j c_j) k̂_jᵀ (KDA: c_j in KV)
+            int rc[FG];
+  #pragma unroll
+            for (int i = 0; i < FG; ++i) {
+              rc[i] = min(r0 + (u0 + i) * RPL + sub, RB - 1);
+              const float e0 = KDA ? 1.f : E0[div_small(rc[i], vt)];
+  #pragma unroll
+              for (int e = 0; e < E; ++e) f[i][e] *= KDA ? e0r[e] : e0;
+            }
+            // DT row stride and first row: the block's records, or a wide flush's sweep
+            const float* const wt = WIDE ? WS : DT;
+            const int ds = WIDE ? SW : RBM, dr0 = WIDE ? k * SW : 0;
+            for (int j = 0; j < n_old; ++j) {  // the same operations per element as one row at a time
+              float w[FG];
+  #pragma unroll
+              for (int i = 0; i < FG; ++i) w[i] = wt[j * ds + rc[i] - dr0];
+              const float* kv = KV + j * K + lr * E;
+  #pragma unroll
+              for (int e = 0; e < E; e += 4) {
+                const float4 k4 = *reinterpret_cast<const float4*>(kv + e);
+  #pragma unroll
+                for (int i = 0; i < FG; ++i) {
+                  f[i][e] += w[i] * k4.x; f[i][e + 1] += w[i] * k4.y; f[i][e + 2] += w[i] * k4.z; f[i][e + 3] += w[i] * k4.w;
+                }
               }
             }
-          }
-#pragma unroll
-          for (int i = 0; i < FG; ++i) {
-            const int r = r0 + (u0 + i) * RPL + sub;
-            uint4 out;
-            TS* x = reinterpret_cast<TS*>(&out);
-#pragma unroll
-            for (int e = 0; e < E; ++e) {
-              x[e] = Traits<SD>::store(f[i][e]);
-              f[i][e] = Traits<SD>::load(x[e]);  // the outputs read the checkpoint as stored
+  #pragma unroll
+            for (int i = 0; i < FG; ++i) {
+              const int r = r0 + (u0 + i) * RPL + sub;
+              uint4 out;
+              TS* x = reinterpret_cast<TS*>(&out);
+  #pragma unroll
+              for (int e = 0; e < E; ++e) {
+                x[e] = Traits<SD>::store(f[i][e]);
+                f[i][e] = Traits<SD>::load(x[e]);  // the outputs read the checkpoint as stored
+              }
+              if (r < RB) __stcs(reinterpret_cast<uint4*>(BASE + int64_t(r) * R1B_K + lr * E), out);
             }
-            if (r < RB) __stcs(reinterpret_cast<uint4*>(BASE + int64_t(r) * R1B_K + lr * E), out);
+          }
+  #pragma unroll
+          for (int i = 0; i < FG; ++i) {
+            float pk = 0.f, pq = 0.f;
+  #pragma unroll
+            for (int e = 0; e < E; ++e) {
+              pk = fmaf(f[i][e], ukr[e], pk);
+              pq = fmaf(f[i][e], uqr[e], pq);
+            }
+            ak[u0 + i] = pk * qs[i];
+            aq[u0 + i] = pq * qs[i];
           }
         }
-#pragma unroll
-        for (int i = 0; i < FG; ++i) {
-          float pk = 0.f, pq = 0.f;
-#pragma unroll
-          for (int e = 0; e < E; ++e) {
-            pk = fmaf(f[i][e], ukr[e], pk);
-            pq = fmaf(f[i][e], uqr[e], pq);
+        __syncthreads();  // stage k % NST read: refill it with sweep k + NST
+        if (tid == 0 && k + NST < nsw) {
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+          issue_sweep(k + NST);
+        }
+        cuda_util::transpose_sum<RQ, LPB>(ak, lr);
+        cuda_util::transpose_sum<RQ, LPB>(aq, lr);
+        if ((lr & (LPB / RQ - 1)) == 0) {
+          const int r = r0 + (lr / (LPB / RQ)) * RPL + sub;
+          if (r < rlim) {
+            const int hl = div_small(r, vt), vl = r - hl * vt;
+            const int64_t hv = hv0 + hl;
+            const float e = KDA ? 1.f : EU[hl];
+            const float aqv = e * aq[0] + HQ[r];
+            const float dr = round_to(rg.d_dt, VS[r] - BETA[hl] * e * ak[0]);
+            store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
+            store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aqv + kq * dr);
           }
-          ak[u0 + i] = pk * qs[i];
-          aq[u0 + i] = pq * qs[i];
         }
       }
-      __syncthreads();  // stage k % NST read: refill it with sweep k + NST
-      if (tid == 0 && k + NST < nsw) {
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        issue_sweep(k + NST);
-      }
-      cuda_util::transpose_sum<RQ, LPB>(ak, lr);
-      cuda_util::transpose_sum<RQ, LPB>(aq, lr);
-      if ((lr & (LPB / RQ - 1)) == 0) {
-        const int r = r0 + (lr / (LPB / RQ)) * RPL + sub;
-        if (r < rlim) {
-          const int hl = div_small(r, vt), vl = r - hl * vt;
-          const int64_t hv = hv0 + hl;
-          const float e = KDA ? 1.f : EU[hl];
-          const float aqv = e * aq[0] + HQ[r];
-          const float dr = round_to(rg.d_dt, VS[r] - BETA[hl] * e * ak[0]);
-          store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
-          store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aqv + kq * dr);
-        }
-      }
-    }
+    };
+    if constexpr (QB || !LR) sweeps(std::false_type{});
+    else if (wide) sweeps(std::true_type{});
+    else sweeps(std::false_type{});
     return;
   }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "delta/backend.h"
 #include "gpu_util.h"
 #include "replayssm/delta.h"
 
@@ -285,7 +286,7 @@ TEST(DeltaGpu, SnapshotDecode) {
 // committed by the next step), compared after every step.
 // max_err, when given, receives the largest relative output error of the run.
 void replay_run(const Cfg& c, int64_t B, int64_t S, int64_t L, int64_t T, int steps, uint32_t seed,
-                bool check_pool_each_step, double* max_err = nullptr) {
+                bool check_pool_each_step, double* max_err = nullptr, const Exec& oracle = ref_exec()) {
   std::mt19937 rng(seed);
   Pool pool(c, S, L, T, rng);
   Pair slot = make_slots(B, S, B > 2 ? 1 : -1, -1, rng);
@@ -301,7 +302,7 @@ void replay_run(const Cfg& c, int64_t B, int64_t S, int64_t L, int64_t T, int st
     }
     const bool commit_all = T == 1;
     delta_replay_step(c.f, in.step(false, slot, -1), pool.view(false), acc.h.t().defined() ? acc.ht() : Tensor{},
-                      commit_all, ref_exec());
+                      commit_all, oracle);
     delta_replay_step(c.f, in.step(true, slot, -1), pool.view(true), acc.h.t().defined() ? acc.dt() : Tensor{},
                       commit_all, cuda_exec());
     sync();
@@ -342,6 +343,68 @@ TEST(DeltaGpu, ProductionTiles) {
     decode_run(c, 40, 41, 1, rng);
     if (::testing::Test::HasFailure()) return;
   }
+}
+
+// The T = 1 launcher's choice for long rings (no GPU needed): at L = 32 a
+// whole GDN key head (KDA head) per block keeps its two (three) resident
+// blocks per SM by holding fewer d records in shared memory, as the
+// LongRingProductionTiles test below runs it; L = 16 keeps all of them.
+TEST(DeltaGpu, LongRingLaunchChoice) {
+  const int sms = 132;
+  auto dims = [](DeltaFamily f, int64_t H, int64_t HV, int64_t B, int64_t L) {
+    delta::Dims d;
+    d.family = f;
+    d.B = B, d.T = 1, d.H = H, d.HV = HV, d.K = 128, d.V = 128, d.S = B + 1, d.L = L, d.R = L + 1;
+    return d;
+  };
+  for (DType st : {DType::f32, DType::bf16}) {
+    const auto g16 = delta::cuda::replay1_choice(dims(DeltaFamily::gdn, 16, 64, 256, 16), st, sms);
+    EXPECT_EQ(g16.nh, 4);
+    EXPECT_EQ(g16.ld, 16);
+    for (int64_t B : {34, 256}) {
+      const auto g = delta::cuda::replay1_choice(dims(DeltaFamily::gdn, 16, 64, B, 32), st, sms);
+      EXPECT_EQ(g.nh, 4) << B;
+      EXPECT_EQ(g.vt, 128) << B;
+      EXPECT_TRUE(g.bulk);
+      EXPECT_LT(g.ld, 32);
+      EXPECT_LE(g.smem, 112 * 1024);
+    }
+  }
+  for (DType st : {DType::f32, DType::bf16}) {
+    const auto k16 = delta::cuda::replay1_choice(dims(DeltaFamily::kda, 32, 32, 256, 16), st, sms);
+    EXPECT_EQ(k16.ld, 16);
+    const auto k = delta::cuda::replay1_choice(dims(DeltaFamily::kda, 32, 32, 17, 32), st, sms);
+    EXPECT_EQ(k.vt, 128);
+    EXPECT_TRUE(k.bulk);
+    EXPECT_LT(k.ld, 32);
+    EXPECT_LE(k.smem, 75 * 1024);
+  }
+}
+
+// Long rings at the production tiles: L = 32 with a whole GDN key head (or
+// KDA head) per block holds 12 of the d records in shared memory
+// (heuristics.h, replay1_ld; LongRingLaunchChoice above), so steps with
+// longer histories read the rest from global memory and the flush at step
+// 32 (32 records, every row) stages its fold weights sweep by sweep. The
+// smallest batches that keep whole heads (GDN 34 rows, KDA 17), 35 steps,
+// against the cpu backend (the fp64 reference takes minutes here; the cpu
+// backend is checked against it on the CPU). The KDA run is small enough
+// for compute-sanitizer (scripts/gpu_check.sh SANITIZE_FILTER).
+void long_ring_runs(const std::vector<Cfg>& cfgs, int64_t B, uint32_t seed) {
+  const Exec cpu{Backend::cpu, nullptr, 0, nullptr};
+  for (const Cfg& c : cfgs) {
+    SCOPED_TRACE(name(c) + " " + std::to_string(B) + " rows L32");
+    replay_run(c, B, B + 1, 32, 1, 35, seed++, false, nullptr, cpu);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+TEST(DeltaGpu, LongRingProductionTiles) {
+  RSSM_SKIP_WITHOUT_GPU();
+  long_ring_runs({{DeltaFamily::gdn, {16, 64, 128, 128}}, {DeltaFamily::gdn, {16, 64, 128, 128}, DType::bf16}}, 34, 65);
+}
+TEST(DeltaGpu, LongRingProductionTilesKda) {
+  RSSM_SKIP_WITHOUT_GPU();
+  long_ring_runs({{DeltaFamily::kda, {32, 32, 128, 128}}, {DeltaFamily::kda, {32, 32, 128, 128}, DType::bf16}}, 17, 68);
 }
 
 // The T = 1 replay's bulk-copy stream (K = 128) on small heads, both

@@ -361,6 +361,18 @@ TEST(DualDeltaGpu, ProductionTiles) {
     }
 }
 
+// L = 32 at the production tiles: the packed-copy stream of a whole GDN key
+// head holds 16 of the d records in shared memory (heuristics.h,
+// replay1_ld); histories past them come from global memory. 34 rows, 35
+// steps (a flush at step 32).
+TEST(DualDeltaGpu, LongRingProductionTiles) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const Cfg c{DeltaFamily::gdn, 16, 64, 128, 128};
+  SCOPED_TRACE(name(c) + " fp8 34 rows L32");
+  const RunResult r = run(c, ReadFormat::fp8_e4m3, 32, 1, 35, 960, 34);
+  EXPECT_EQ(r.flushes, 33);
+}
+
 // The same bulk stream on small heads (one key head, GDN two value heads),
 // fp8 / nvfp4 copies, 32-row tiles at batch 3: small enough for
 // compute-sanitizer (scripts/gpu_check.sh SANITIZE_FILTER).
