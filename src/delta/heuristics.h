@@ -136,9 +136,10 @@ inline int64_t replay1_smem_budget(bool three_blocks) { return three_blocks ? 75
 // largest multiple of 4 that does (records past it come from L2, and a flush
 // of more stages its weights per sweep); L if none fits (the launcher then
 // keeps the tile that fits with all L). At L = 32 the full tile's 64 KiB of
-// GDN fp32 d records took the block's second slot per SM (B = 256: 709 µs
-// against 333 at L = 16; KDA lost its third slot: 427 against 305,
-// bench/results/2026-12-02_h200_gpu_grid_9a23fa4.jsonl).
+// GDN fp32 d records did not fit two blocks per SM, so the tile was split to
+// one value head (B = 256: 710 µs against 336 at L = 16), and KDA lost its
+// third slot (418 against 297); with ld = 12: GDN 412, KDA 379
+// (bench/results/2026-12-02_h200_t1_long_ring_12167b1.jsonl).
 template <class SmemFn>
 int replay1_ld(int L, SmemFn smem_bytes, int64_t budget) {
   if (smem_bytes(L) <= budget) return L;
