@@ -502,7 +502,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
 
   // Weight of record j in row rr (block row) from global memory: d_j (GDN:
   // times c_j, as DT after phase 3), for records past DT (after phase 2).
-  auto fold_w = [&](int j, int rr) {
+  auto fold_w = [&](auto j, int rr) {  // (generic: instantiated by the LR paths only)
     const int h = div_small(rr, vt);
     const float d = load_any(rg.d, rg.d_dt, d_off(j, h, rr - h * vt));
     return KDA ? d : d * CO[h * L + j];
@@ -618,8 +618,9 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
           hq1 += w1 * dq;
         }
       }
-      // records past DT (a.ld < L, no flush): finished by the pass below
-      const bool tail = LR && !flush && n_old > nd;
+      // records past DT (a.ld < L, no flush): finished by the chunks below
+      bool tail = false;
+      if constexpr (LR) tail = !flush && n_old > nd;
       VS[r0] = tail ? VS[r0] - hk0 : BETA[h0] * (VS[r0] - hk0);
       HQ[r0] = hq0;
       if (two) {
@@ -627,18 +628,46 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
         HQ[r1] = hq1;
       }
     }
-    if (LR && !flush && n_old > nd) {  // the same terms of records nd.. from global memory (L2), row by row
-      for (int r = tid; r < RB; r += nthr) {
-        const int h = div_small(r, vt);
-        float hk = 0.f, hq = 0.f;
-#pragma unroll 4
-        for (int j = nd; j < n_old; ++j) {
-          const float w = fold_w(j, r);
-          hk += w * DK[j];
-          hq += w * DQ[j];
+    if constexpr (LR) if (!flush && n_old > nd) {
+      // Records nd.. in chunks of LD through DT: each chunk one round trip
+      // (L2: the block ahead prefetched them) in phase 1's layout, then the
+      // same terms row by row; VS holds v − Σ hk until the last chunk.
+      for (int jb = nd; jb < n_old; jb += LD) {
+        const int nj = min(LD, n_old - jb);
+        __syncthreads();  // the previous chunk's reads of DT are done
+        if (dv4) {
+          float4 t[UD];
+#pragma unroll
+          for (int u = 0; u < UD; ++u) {
+            const int j = jd0 + u * jds;
+            if (dact && j < nj) t[u] = load4_any(rg.d, rg.d_dt, dbase + pos_of(jb + j) * rg.d1);
+          }
+#pragma unroll
+          for (int u = 0; u < UD; ++u) {
+            const int j = jd0 + u * jds;
+            if (dact && j < nj) store4(dcol + j * RBM, t[u]);
+          }
+          if (dact)
+            for (int j = jd0 + UD * jds; j < nj; j += jds)
+              store4(dcol + j * RBM, load4_any(rg.d, rg.d_dt, dbase + pos_of(jb + j) * rg.d1));
+        } else {
+          for (int x = tid; x < nj * RB; x += nthr)
+            DT[(x / RB) * RBM + x % RB] = load_any(rg.d, rg.d_dt, d_off(jb + x / RB, (x % RB) / vt, (x % RB) % vt));
         }
-        VS[r] = BETA[h] * (VS[r] - hk);
-        HQ[r] += hq;
+        __syncthreads();
+        const bool last = jb + nj == n_old;
+        for (int r = tid; r < RB; r += nthr) {
+          const int h = div_small(r, vt);
+          float hk = 0.f, hq = 0.f;
+#pragma unroll 4
+          for (int j = 0; j < nj; ++j) {
+            const float w = KDA ? DT[j * RBM + r] : DT[j * RBM + r] * CO[h * L + jb + j];
+            hk += w * DK[jb + j];
+            hq += w * DQ[jb + j];
+          }
+          VS[r] = last ? BETA[h] * (VS[r] - hk) : VS[r] - hk;
+          HQ[r] += hq;
+        }
       }
     }
     __syncthreads();
