@@ -720,11 +720,11 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
         float ak[RQ], aq[RQ];
         // FG rows at a time: a flush folds them with the records outer (each
         // k̂_j chunk read once for the FG rows)
-  #pragma unroll
+#pragma unroll
         for (int u0 = 0; u0 < RQ; u0 += FG) {
           float f[FG][E];
           float qs[FG];  // QF_FP8: the rows' block scales 2^(e − 127), applied to the sums (exact)
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < FG; ++i) {
             const int u = u0 + i, r = r0 + u * RPL + sub;
             const bool rv = r < rlim;
@@ -742,17 +742,17 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
             } else {
               const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
               const TS* x = reinterpret_cast<const TS*>(&w);
-  #pragma unroll
+#pragma unroll
               for (int e = 0; e < E; ++e) f[i][e] = Traits<SD>::load(x[e]);
             }
           }
           if constexpr (!QB) if (flush) {  // fold first: S_h = e^{Λ_h} ⊙ S_0 + Σ_j (d_j c_j) k̂_jᵀ (KDA: c_j in KV)
             int rc[FG];
-  #pragma unroll
+#pragma unroll
             for (int i = 0; i < FG; ++i) {
               rc[i] = min(r0 + (u0 + i) * RPL + sub, RB - 1);
               const float e0 = KDA ? 1.f : E0[div_small(rc[i], vt)];
-  #pragma unroll
+#pragma unroll
               for (int e = 0; e < E; ++e) f[i][e] *= KDA ? e0r[e] : e0;
             }
             // DT row stride and first row: the block's records, or a wide flush's sweep
@@ -760,24 +760,24 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
             const int ds = WIDE ? SW : RBM, dr0 = WIDE ? k * SW : 0;
             for (int j = 0; j < n_old; ++j) {  // the same operations per element as one row at a time
               float w[FG];
-  #pragma unroll
+#pragma unroll
               for (int i = 0; i < FG; ++i) w[i] = wt[j * ds + rc[i] - dr0];
               const float* kv = KV + j * K + lr * E;
-  #pragma unroll
+#pragma unroll
               for (int e = 0; e < E; e += 4) {
                 const float4 k4 = *reinterpret_cast<const float4*>(kv + e);
-  #pragma unroll
+#pragma unroll
                 for (int i = 0; i < FG; ++i) {
                   f[i][e] += w[i] * k4.x; f[i][e + 1] += w[i] * k4.y; f[i][e + 2] += w[i] * k4.z; f[i][e + 3] += w[i] * k4.w;
                 }
               }
             }
-  #pragma unroll
+#pragma unroll
             for (int i = 0; i < FG; ++i) {
               const int r = r0 + (u0 + i) * RPL + sub;
               uint4 out;
               TS* x = reinterpret_cast<TS*>(&out);
-  #pragma unroll
+#pragma unroll
               for (int e = 0; e < E; ++e) {
                 x[e] = Traits<SD>::store(f[i][e]);
                 f[i][e] = Traits<SD>::load(x[e]);  // the outputs read the checkpoint as stored
@@ -785,10 +785,10 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
               if (r < RB) __stcs(reinterpret_cast<uint4*>(BASE + int64_t(r) * R1B_K + lr * E), out);
             }
           }
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < FG; ++i) {
             float pk = 0.f, pq = 0.f;
-  #pragma unroll
+#pragma unroll
             for (int e = 0; e < E; ++e) {
               pk = fmaf(f[i][e], ukr[e], pk);
               pq = fmaf(f[i][e], uqr[e], pq);
