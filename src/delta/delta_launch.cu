@@ -353,12 +353,14 @@ bool replay1_bulk_fits(const StateView& st, int64_t state_size, const ReplayTile
 }
 
 // The same stream over a packed fp8 / nvfp4 copy (replay1.cuh, QF with BULK):
-// K = 128, at most 128 rows of a head per block, and every copied run (the
-// block's codes and scales of a head, the nvfp4 tensor scale) 16-byte aligned:
-// tiles start on 16 bytes and quant_layout aligns its regions to 16.
+// K = 128, at most 128 rows of a head per block, value tiles of equal size
+// (each sweep expects the bytes of tile.vt rows: a shorter last tile left its
+// mbarrier incomplete and the kernel hung, V = 40 split at batch 3), and every
+// copied run (the block's codes and scales of a head, the nvfp4 tensor scale)
+// 16-byte aligned: tiles start on 16 bytes and quant_layout aligns its
+// regions to 16.
 bool replay1_qbulk_fits(const StateView& st, const ReplayTile& tile, const Dims& d, const QuantGeom& q) {
-  return d.K == R1B_K && tile.vt <= R1Q_MAX_ROWS && (tile.vt * q.scale_row_bytes) % 16 == 0 &&
-         ((d.V % tile.vt) * q.scale_row_bytes) % 16 == 0 &&
+  return d.K == R1B_K && tile.vt <= R1Q_MAX_ROWS && d.V % tile.vt == 0 && (tile.vt * q.scale_row_bytes) % 16 == 0 &&
          q.scale_offset % 16 == 0 && (q.tensor_scale_offset < 0 || q.tensor_scale_offset % 16 == 0) &&
          reinterpret_cast<uintptr_t>(st.p) % 16 == 0 && st.s0 % 16 == 0 && st.s1 % 16 == 0;
 }

@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     if constexpr (QB) {
       const uint8_t* tile = reinterpret_cast<const uint8_t*>(state) + int64_t(hv0 + k) * a.st.s1;
       const uint32_t cb = uint32_t(vt * ROWB), sb = uint32_t(vt * a.qg.scale_row_bytes);
-      cuda_util::mbar_arrive_expect_tx(BAR + st, uint32_t(SWB));
+      cuda_util::mbar_arrive_expect_tx(BAR + st, uint32_t(SWB));  // (vt = a.vt: replay1_qbulk_fits)
       cuda_util::bulk_g2s(dst, tile + int64_t(v0) * ROWB, cb, BAR + st);
       cuda_util::bulk_g2s(dst + cb, tile + a.qg.scale_offset + v0 * a.qg.scale_row_bytes, sb, BAR + st);
       if (QF == QF_NVFP4) cuda_util::bulk_g2s(dst + cb + sb, tile + a.qg.tensor_scale_offset, 16u, BAR + st);
@@ -674,6 +674,95 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   };
   phases23();
 
+  if constexpr (QB && QF == QF_FP8 && !KDA) {
+    // Phase 4, GDN fp8 copy, on tensor cores: sweep k = value head hv0 + k; warp
+    // w takes its rows 16w .. 16w + 15 as one m16n8k16 tile (lane (g, t):
+    // rows g and g + 8), lane t their codes 32t .. 32t + 31, i.e. fp8 block t
+    // of each row. k-step c multiplies codes 32t + 4c + {0..3} (exact in f16)
+    // with B column n = 2b + v: u_v on block b only (v = 0: u_q, 1: u_k), so
+    // D[r][2b + v] is block b's sum, scaled by its 2^(e − 127) in fp32 before
+    // the four blocks are added. B holds 2^σ_v u_v (σ_v brings max |u_v| to
+    // [2^13, 2^14), clear of f16's subnormals) as hi + lo f16 parts, two
+    // products per step: ~22 bits of u, fp32 accumulation. B = 256, L = 16:
+    // 375 → 364 µs per dual fp8 step (perf_notes_delta.md v17); KDA blocks
+    // (one head, one sweep) lost 2.4 % with it (the per-block setup of B).
+    static_assert(REPLAY1_THREADS / 32 * 16 == R1Q_MAX_ROWS, "fp8 copy: one 16-row tile per warp");
+    const int g = lane32 >> 2, t = lane32 & 3;
+    const float* const ukp = KV + int64_t(n_old) * K;
+    const float* const uqp = QV;
+    float mq = 0.f, mk = 0.f;
+#pragma unroll
+    for (int e = lane32; e < R1B_K; e += 32) mq = fmaxf(mq, fabsf(uqp[e])), mk = fmaxf(mk, fabsf(ukp[e]));
+#pragma unroll
+    for (int o = 16; o >= 1; o /= 2) {
+      mq = fmaxf(mq, __shfl_xor_sync(0xffffffffu, mq, o));
+      mk = fmaxf(mk, __shfl_xor_sync(0xffffffffu, mk, o));
+    }
+    // σ = 140 − e for m ∈ [2^(e−127), 2^(e−126)); 0 for a zero or non-finite m
+    auto sigma = [](float m) {
+      const int e = int(__float_as_uint(m) >> 23) & 255;
+      return e == 0 || e == 255 ? 0 : min(140 - e, 126);
+    };
+    const int sq = sigma(mq), sk = sigma(mk);
+    uint32_t bh[8][2], bl[8][2];
+    {
+      const bool vk = g & 1, live = (g >> 1) == t;
+      const float* const u = (vk ? ukp : uqp) + 32 * t;
+      const float sc = quant::dev::exp2i(vk ? sk : sq);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        const float4 x = live ? *reinterpret_cast<const float4*>(u + 4 * c) : make_float4(0.f, 0.f, 0.f, 0.f);
+        cuda_util::f16x2_split(x.x * sc, x.y * sc, bh[c][0], bl[c][0]);
+        cuda_util::f16x2_split(x.z * sc, x.w * sc, bh[c][1], bl[c][1]);
+      }
+    }
+    const float usq = quant::dev::exp2i(-sq), usk = quant::dev::exp2i(-sk);
+    const float kq = MISC[0];
+    const int64_t d_base = s * rg.d0 + apos * rg.d1 + v0;
+    const int64_t o_base = int64_t(b) * in.o.sb + v0;
+    const int srb = int(a.qg.scale_row_bytes);
+    const int ra = min(16 * warp + g, vt - 1), rb = min(16 * warp + g + 8, vt - 1);
+    for (int k = 0; k < nsw; ++k) {
+      const int kq_ = div_small(k, NST), st = k - kq_ * NST;
+      cuda_util::mbar_wait(BAR + st, uint32_t(kq_) & 1u);
+      const char* const sg = reinterpret_cast<const char*>(STG) + st * SWB;
+      const uint4* const pa = reinterpret_cast<const uint4*>(sg + ra * ROWB + 32 * t);
+      const uint4* const pb = reinterpret_cast<const uint4*>(sg + rb * ROWB + 32 * t);
+      const uint4 a0 = pa[0], a1 = pa[1], b0 = pb[0], b1 = pb[1];
+      const uint32_t wa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const uint32_t wb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+      const uint32_t ea = uint8_t(sg[vt * ROWB + ra * srb + t]), eb = uint8_t(sg[vt * ROWB + rb * srb + t]);
+      float dh[4] = {0.f, 0.f, 0.f, 0.f}, dl[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        const uint32_t x0 = quant::dev::e4m3x2_to_f16x2(wa[c]), x1 = quant::dev::e4m3x2_to_f16x2(wb[c]);
+        const uint32_t x2 = quant::dev::e4m3x2_to_f16x2(wa[c] >> 16), x3 = quant::dev::e4m3x2_to_f16x2(wb[c] >> 16);
+        cuda_util::mma_f16(dh, x0, x1, x2, x3, bh[c][0], bh[c][1]);
+        cuda_util::mma_f16(dl, x0, x1, x2, x3, bl[c][0], bl[c][1]);
+      }
+      __syncthreads();  // stage k % NST read: refill it with sweep k + NST
+      if (tid == 0 && k + NST < nsw) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        issue_sweep(k + NST);
+      }
+      // lane t: D[g][2t], D[g][2t + 1], the same of row g + 8 = block t's q and k sums
+      const float fa = quant::dev::exp2i(int(ea) - 127), fb = quant::dev::exp2i(int(eb) - 127);
+      float v[4] = {(dh[0] + dl[0]) * fa, (dh[1] + dl[1]) * fa, (dh[2] + dl[2]) * fb, (dh[3] + dl[3]) * fb};
+      cuda_util::transpose_sum<4, 4>(v, t);  // lane t: v[t] summed over the blocks
+      const float vk = __shfl_xor_sync(0xffffffffu, v[0], 1);
+      const int rl = 16 * warp + g + 4 * t;  // t = 0: row g (q, k), t = 2: row g + 8
+      if (!(t & 1) && rl < vt) {
+        const int64_t hv = hv0 + k;
+        const float e = EU[k];
+        const float aq = v[0] * usq, ak = vk * usk;
+        const int r = k * vt + rl;
+        const float dr = round_to(rg.d_dt, VS[r] - BETA[k] * e * ak);
+        store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + rl, dr);
+        store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + rl, e * aq + HQ[r] + kq * dr);
+      }
+    }
+    return;
+  }
   if constexpr (BULK) {
     // Phase 4 (bulk): sweep k's rows from stage k % NST; warp w takes rows
     // k·SW + w·BR + u·RPL + sub (u < RQ), lane lr the columns lr·E .. lr·E+E−1

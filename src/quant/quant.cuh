@@ -51,6 +51,11 @@ __device__ __forceinline__ float2 e4m3x2_decode(uint32_t c2) {
   const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(c2 & 0xFFFFu), __NV_E4M3);
   return __half22float2(*reinterpret_cast<const __half2*>(&h));
 }
+// The two codes of the low 16 bits as one f16x2 register (exact), low code first.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t c2) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(c2 & 0xFFFFu), __NV_E4M3);
+  return uint32_t(h.x) | (uint32_t(h.y) << 16);
+}
 __device__ __forceinline__ float e4m3_decode(uint32_t c) {
   const __half_raw h = __nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(c & 0xFFu), __NV_E4M3);
   return __half2float(*reinterpret_cast<const __half*>(&h));
