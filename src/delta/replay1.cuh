@@ -684,7 +684,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     // the four blocks are added. B holds 2^σ_v u_v (σ_v brings max |u_v| to
     // [2^13, 2^14), clear of f16's subnormals) as hi + lo f16 parts, two
     // products per step: ~22 bits of u, fp32 accumulation. B = 256, L = 16:
-    // 375 → 364 µs per dual fp8 step (perf_notes_delta.md v17); KDA blocks
+    // 379.5 → 369.7 µs per dual fp8 step (perf_notes_delta.md v17); KDA blocks
     // (one head, one sweep) lost 2.4 % with it (the per-block setup of B).
     static_assert(REPLAY1_THREADS / 32 * 16 == R1Q_MAX_ROWS, "fp8 copy: one 16-row tile per warp");
     const int g = lane32 >> 2, t = lane32 & 3;
