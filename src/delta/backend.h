@@ -44,10 +44,12 @@ RSSM_DELTA_BACKEND_API(, const Exec& exec)
 // shared memory bytes. For tests.
 struct Replay1Choice {
   int nh = 0, vt = 0, ld = 0;
-  bool bulk = false;
+  bool bulk = false, qbulk = false;  // qbulk: the packed-copy bulk stream
   int64_t smem = 0;
 };
-Replay1Choice replay1_choice(const Dims& d, DType state, int sms);
+// copy: a dual pool's fp8 / nvfp4 read copy of that layout (the T = 1 step
+// on the copy); null: the state itself.
+Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLayout* copy = nullptr);
 // Dual-precision pools (pool.read_copy of layout `copy`; dual tensors
 // validated by dual::check_device_pool, the rest as for a single pool).
 void dual_replay_step(const DeltaStep& step, const DeltaPool& pool, const QuantLayout& copy,

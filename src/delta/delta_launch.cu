@@ -608,10 +608,17 @@ void run_dual_fold(const char* fn, int op, const DeltaPool& pool, const QuantLay
 
 }  // namespace
 
-Replay1Choice replay1_choice(const Dims& d, DType state, int sms) {
-  const StateView st{reinterpret_cast<void*>(uintptr_t(256)), d.HV * d.V * d.K, d.V * d.K, d.K};
-  const Replay1Plan p = replay1_plan(st, QuantGeom{}, QF_NONE, state, d, sms);
-  return Replay1Choice{p.tile.nh, p.tile.vt, p.ld, p.bulk, int64_t(p.smem)};
+Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLayout* copy) {
+  StateView st{reinterpret_cast<void*>(uintptr_t(256)), d.HV * d.V * d.K, d.V * d.K, d.K};
+  QuantGeom qg{};
+  int qf = QF_NONE;
+  if (copy) {  // as run_replay lays out an fp8 / nvfp4 copy
+    qf = copy->format == ReadFormat::fp8_e4m3 ? QF_FP8 : QF_NVFP4;
+    st = StateView{st.p, d.HV * copy->tile_bytes, copy->tile_bytes, copy->code_row_bytes};
+    qg = QuantGeom{copy->scale_offset, copy->scale_row_bytes, copy->tensor_scale_offset};
+  }
+  const Replay1Plan p = replay1_plan(st, qg, qf, state, d, sms);
+  return Replay1Choice{p.tile.nh, p.tile.vt, p.ld, p.bulk, p.qbulk, int64_t(p.smem)};
 }
 
 void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num_accepted,

@@ -354,8 +354,9 @@ TEST(DeltaGpu, ProductionTiles) {
 // tensor-core form of the GDN sweep, hi + mid + lo bf16 parts of q̂ and k̂,
 // to it; that form was slower and is not on main, perf_notes_delta.md v17).
 // 40 rows: GDN HV64's production tile (four sweeps of a key head), V = 64
-// with three value heads per block (a last sweep past the block's rows),
-// KDA; 8 steps at L = 8, histories of 0 to 7 records, no flush.
+// with half a value head per block (one sweep of 128 rows for 32,
+// DeltaGpu.PackedCopyLaunchChoice), KDA; 8 steps at L = 8, histories of 0
+// to 7 records, no flush.
 TEST(DeltaGpu, Bf16StateReadsMatchCpuBeforeAFlush) {
   RSSM_SKIP_WITHOUT_GPU();
   const DType F = DType::f32, H = DType::bf16;
@@ -405,6 +406,41 @@ TEST(DeltaGpu, LongRingLaunchChoice) {
     EXPECT_LT(k.ld, 32);
     EXPECT_LE(k.smem, 75 * 1024);
   }
+}
+
+// The packed-copy bulk stream of the T = 1 step (dual fp8 / nvfp4 copies)
+// takes value tiles of equal size only (no GPU needed): GDN HV64 at batch
+// 256 (whole heads) and V = 64 at batch 3 (halves) do; V = 40 at batch 3,
+// split into unequal tiles, takes the staged stream (the bulk stream hung
+// on the shorter tile before 740e97c: DualDeltaGpu.CopyReadsMatchCpuBeforeAFlush).
+TEST(DeltaGpu, PackedCopyLaunchChoice) {
+  const int sms = 132;
+  auto dims = [](int64_t H, int64_t HV, int64_t V, int64_t B) {
+    delta::Dims d;
+    d.family = DeltaFamily::gdn;
+    d.B = B, d.T = 1, d.H = H, d.HV = HV, d.K = 128, d.V = V, d.S = B + 1, d.L = 16, d.R = 17;
+    return d;
+  };
+  for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
+    SCOPED_TRACE(read_format_name(f));
+    const QuantLayout l128 = quant_layout(f, 128, 128), l64 = quant_layout(f, 64, 128), l40 = quant_layout(f, 40, 128);
+    const auto big = delta::cuda::replay1_choice(dims(16, 64, 128, 256), DType::f32, sms, &l128);
+    EXPECT_TRUE(big.qbulk);
+    EXPECT_EQ(big.vt, 128);
+    const auto v64 = delta::cuda::replay1_choice(dims(2, 6, 64, 3), DType::f32, sms, &l64);
+    EXPECT_EQ(64 % v64.vt, 0);
+    EXPECT_EQ(v64.vt, 32);
+    EXPECT_TRUE(v64.qbulk);
+    const auto v40 = delta::cuda::replay1_choice(dims(2, 6, 40, 3), DType::f32, sms, &l40);
+    EXPECT_NE(40 % v40.vt, 0);
+    EXPECT_FALSE(v40.qbulk);
+  }
+  // DeltaGpu.Bf16StateReadsMatchCpuBeforeAFlush's V = 64 rows: half a value
+  // head per bulk block, one sweep of 128 rows for 32.
+  const auto b = delta::cuda::replay1_choice(dims(2, 6, 64, 40), DType::bf16, sms);
+  EXPECT_TRUE(b.bulk);
+  EXPECT_EQ(b.nh, 1);
+  EXPECT_EQ(b.vt, 32);
 }
 
 // Long rings at the production tiles: L = 32 with a whole GDN key head (or
