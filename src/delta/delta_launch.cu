@@ -359,6 +359,11 @@ bool replay1_bulk_fits(const StateView& st, int64_t state_size, const ReplayTile
 // copied run (the block's codes and scales of a head, the nvfp4 tensor scale)
 // 16-byte aligned: tiles start on 16 bytes and quant_layout aligns its
 // regions to 16.
+// An fp8 / nvfp4 read copy as the decoding kernels see it: their format flag
+// and the geometry of a tile's scales.
+int packed_qf(const QuantLayout& l) { return l.format == ReadFormat::fp8_e4m3 ? QF_FP8 : QF_NVFP4; }
+QuantGeom packed_geom(const QuantLayout& l) { return QuantGeom{l.scale_offset, l.scale_row_bytes, l.tensor_scale_offset}; }
+
 bool replay1_qbulk_fits(const StateView& st, const ReplayTile& tile, const Dims& d, const QuantGeom& q) {
   return d.K == R1B_K && tile.vt <= R1Q_MAX_ROWS && d.V % tile.vt == 0 && (tile.vt * q.scale_row_bytes) % 16 == 0 &&
          q.scale_offset % 16 == 0 && (q.tensor_scale_offset < 0 || q.tensor_scale_offset % 16 == 0) &&
@@ -469,9 +474,9 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
         break;
       case ReadFormat::fp8_e4m3:
       case ReadFormat::nvfp4:
-        qf = dual->lay.format == ReadFormat::fp8_e4m3 ? QF_FP8 : QF_NVFP4;
+        qf = packed_qf(dual->lay);
         a.st = StateView{cp.data, cp.stride[0], cp.stride[1], dual->lay.code_row_bytes};
-        a.qg = QuantGeom{dual->lay.scale_offset, dual->lay.scale_row_bytes, dual->lay.tensor_scale_offset};
+        a.qg = packed_geom(dual->lay);
         break;
     }
   }
@@ -613,9 +618,9 @@ Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLay
   QuantGeom qg{};
   int qf = QF_NONE;
   if (copy) {  // as run_replay lays out an fp8 / nvfp4 copy
-    qf = copy->format == ReadFormat::fp8_e4m3 ? QF_FP8 : QF_NVFP4;
+    qf = packed_qf(*copy);
     st = StateView{st.p, d.HV * copy->tile_bytes, copy->tile_bytes, copy->code_row_bytes};
-    qg = QuantGeom{copy->scale_offset, copy->scale_row_bytes, copy->tensor_scale_offset};
+    qg = packed_geom(*copy);
   }
   const Replay1Plan p = replay1_plan(st, qg, qf, state, d, sms);
   return Replay1Choice{p.tile.nh, p.tile.vt, p.ld, p.bulk, p.qbulk, int64_t(p.smem)};
