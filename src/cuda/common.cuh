@@ -75,6 +75,18 @@ __device__ __forceinline__ float load_any(const void* p, DType dt, int64_t i) {
     default: return 0.f;
   }
 }
+// load_any in two steps, for loads whose latencies must overlap: the raw
+// bits (f32: 32, f16 / bf16: 16), then their value. load_any widens a 16-bit
+// element inside the branch that loaded it, so a warp waits for each such load
+// before it issues the next; issue every load_bits of a batch first.
+__device__ __forceinline__ uint32_t load_bits(const void* p, DType dt, int64_t i) {
+  return dt == DType::f32 ? static_cast<const uint32_t*>(p)[i] : uint32_t(static_cast<const uint16_t*>(p)[i]);
+}
+__device__ __forceinline__ float widen_bits(uint32_t x, DType dt) {
+  return dt == DType::f32    ? __uint_as_float(x)
+         : dt == DType::bf16 ? __uint_as_float(x << 16)
+                             : __half2float(__ushort_as_half(static_cast<unsigned short>(x)));
+}
 __device__ __forceinline__ void store_any(void* p, DType dt, int64_t i, float v) {
   switch (dt) {
     case DType::f32: static_cast<float*>(p)[i] = v; break;

@@ -17,6 +17,8 @@ namespace replayssm::delta::cuda_impl {
 
 using cuda_util::Traits;
 using cuda_util::load_any;
+using cuda_util::load_bits;
+using cuda_util::widen_bits;
 using cuda_util::store_any;
 using cuda_util::warp_sum;
 
@@ -31,6 +33,10 @@ __device__ __forceinline__ int64_t idx_at(const Index& x, int64_t i, int64_t j =
 
 __device__ __forceinline__ float act_at(const Act& a, int64_t b, int64_t t, int64_t h, int64_t i = 0) {
   return load_any(a.p, a.dt, b * a.sb + t * a.st + h * a.sh + i);
+}
+// act_at in two steps (load_bits / widen_bits): a batch of loads in flight at once.
+__device__ __forceinline__ uint32_t act_bits(const Act& a, int64_t b, int64_t t, int64_t h, int64_t i = 0) {
+  return load_bits(a.p, a.dt, b * a.sb + t * a.st + h * a.sh + i);
 }
 __device__ __forceinline__ void out_at(const Out& o, int64_t b, int64_t t, int64_t h, int64_t i, float x) {
   store_any(o.p, o.dt, b * o.sb + t * o.st + h * o.sh + i, x);
@@ -47,15 +53,21 @@ __device__ __forceinline__ float round_to(DType dt, float x) {
 
 // Activated log-decay of value head hv (KDA: channel i) of token (b, t):
 // raw: g = −exp(A_log[hv])·softplus(a + dt_bias); else g as given.
+// (its three loads issued before any is used)
 __device__ __forceinline__ float gate_at(const TokenArgs& in, bool kda, int64_t b, int64_t t, int hv, int i) {
-  float a = kda ? act_at(in.g, b, t, hv, i) : act_at(in.g, b, t, hv);
+  const uint32_t x = kda ? act_bits(in.g, b, t, hv, i) : act_bits(in.g, b, t, hv);
+  const float bias = in.raw_gate && in.dt_bias ? in.dt_bias[hv * in.sdb + (kda ? i : 0)] : 0.f;
+  const float al = in.raw_gate ? in.A_log[hv * in.sA] : 0.f;
+  const float a = widen_bits(x, in.g.dt);
   if (!in.raw_gate) return a;
-  if (in.dt_bias) a += kda ? in.dt_bias[hv * in.sdb + i] : in.dt_bias[hv * in.sdb];
-  return -expf(in.A_log[hv * in.sA]) * cuda_util::softplus(a);
+  return -expf(al) * cuda_util::softplus(a + bias);
+}
+__device__ __forceinline__ float beta_of(const TokenArgs& in, uint32_t bits) {
+  const float x = widen_bits(bits, in.beta.dt);
+  return in.raw_beta ? cuda_util::sigmoid(x) : x;
 }
 __device__ __forceinline__ float beta_at(const TokenArgs& in, int64_t b, int64_t t, int hv) {
-  const float x = act_at(in.beta, b, t, hv);
-  return in.raw_beta ? cuda_util::sigmoid(x) : x;
+  return beta_of(in, act_bits(in.beta, b, t, hv));
 }
 
 // One warp: k̂ = k·ks and q̂ = q·qs·q_scale of token (b, t), key head kh, into
@@ -69,12 +81,18 @@ __device__ __forceinline__ void warp_prep_qk(const TokenArgs& in, int64_t b, int
   const int lane = threadIdx.x & 31;
   float sk = 0.f, sq = 0.f;
   for (int base = 0; base < in.K; base += 128) {
-    float k[4], q[4];
+    uint32_t kb[4], qb[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = base + lane + 32 * e;
-      k[e] = i < in.K ? act_at(in.k, b, t, kh, i) : 0.f;
-      q[e] = i < in.K ? act_at(in.q, b, t, kh, i) : 0.f;
+      kb[e] = i < in.K ? act_bits(in.k, b, t, kh, i) : 0u;
+      qb[e] = i < in.K ? act_bits(in.q, b, t, kh, i) : 0u;
+    }
+    float k[4], q[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      k[e] = widen_bits(kb[e], in.k.dt);
+      q[e] = widen_bits(qb[e], in.q.dt);
     }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {

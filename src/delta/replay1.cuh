@@ -114,10 +114,18 @@ __host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, 
   return l;
 }
 
-// Elements i .. i+3 of a float tensor of dtype dt (aligned to 4 elements).
-__device__ __forceinline__ float4 load4_any(const void* p, DType dt, int64_t i) {
-  if (dt == DType::f32) return *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
+// Elements i .. i+3 of a float tensor of dtype dt (aligned to 4 elements),
+// in two steps as load_bits / widen_bits (cuda/common.cuh): the raw 16 bytes
+// (f16 / bf16: the first 8), then the values, so that a batch of record
+// loads is in flight at once (widened in the loading branch, a 16-bit record
+// load stalled the warp before it issued the next).
+__device__ __forceinline__ uint4 load4_bits(const void* p, DType dt, int64_t i) {
+  if (dt == DType::f32) return *reinterpret_cast<const uint4*>(static_cast<const float*>(p) + i);
   const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p) + i);
+  return make_uint4(u.x, u.y, 0u, 0u);
+}
+__device__ __forceinline__ float4 widen4(uint4 u, DType dt) {
+  if (dt == DType::f32) return make_float4(__uint_as_float(u.x), __uint_as_float(u.y), __uint_as_float(u.z), __uint_as_float(u.w));
   float2 x, y;
   if (dt == DType::bf16) {
     x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
@@ -128,6 +136,7 @@ __device__ __forceinline__ float4 load4_any(const void* p, DType dt, int64_t i) 
   }
   return make_float4(x.x, x.y, y.x, y.y);
 }
+__device__ __forceinline__ float4 load4_any(const void* p, DType dt, int64_t i) { return widen4(load4_bits(p, dt, i), dt); }
 __device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 
 // QF != QF_NONE: the state is a packed fp8 / nvfp4 read copy (dual pools),
@@ -358,11 +367,11 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   const bool dact = dv4 && tid < jds * nq;
   const int hd = dv4 ? div_small(cq, vt4) : 0, vd = dv4 ? (cq - hd * vt4) * 4 : 0;
   const int64_t dbase = s * rg.d0 + int64_t(hv0 + hd) * rg.d2 + v0 + vd;
-  float4 dr[UD];
+  uint4 dr[UD];  // raw: widened at the stores below
 #pragma unroll
   for (int u = 0; u < UD; ++u) {
     const int j = jd0 + u * jds;
-    if (dact && j < nd) dr[u] = load4_any(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1);
+    if (dact && j < nd) dr[u] = load4_bits(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1);
   }
   // Old keys (and KDA gates): column ck = 4 key channels.
   const bool kv4 = a.k_vec, gv4 = KDA && a.g_vec;
@@ -370,26 +379,27 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   const bool kact = tid < jks * K4;
   const int64_t kbase = s * rg.k0 + int64_t(kh) * rg.k2 + ck * 4;
   const int64_t gbase = s * rg.g0 + int64_t(hv0) * rg.g2 + ck * 4;
-  float4 kr[UR], gr[UR];
+  uint4 kr[UR];  // raw, as dr
+  float4 gr[UR];
   float ksr[UR];
 #pragma unroll
   for (int u = 0; u < UR; ++u) {
     const int j = jk0 + u * jks;
     if (kact && j < n_old) {
       if (kv4) {
-        kr[u] = load4_any(rg.k, rg.k_dt, kbase + pos_of(j) * rg.k1);
+        kr[u] = load4_bits(rg.k, rg.k_dt, kbase + pos_of(j) * rg.k1);
         ksr[u] = ks_at(j);
       }
       if (gv4) gr[u] = *reinterpret_cast<const float4*>(rg.g + gbase + pos_of(j) * rg.g1);
     }
   }
-  float vr[UV];
+  uint32_t vr[UV];  // raw
 #pragma unroll
   for (int u = 0; u < UV; ++u) {
     const int rr = tid + u * nthr;
     if (rr < RB) {
       const int h = div_small(rr, vt);
-      vr[u] = act_at(in.v, b, 0, hv0 + h, v0 + rr - h * vt);
+      vr[u] = act_bits(in.v, b, 0, hv0 + h, v0 + rr - h * vt);
     }
   }
   float og = 0.f;  // GDN old gate (head tid / n_old, record tid % n_old)
@@ -413,12 +423,8 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     }
   } else {
     const int me = tid - 32, nt = nthr - 32;
-    for (int x = me; x < nh; x += nt) {
-      const float be = beta_at(in, b, 0, hv0 + x);
-      BETA[x] = be;
-      if (a.dual && g_writer)
-        static_cast<float*>(a.ring_beta.p)[s * a.ring_beta.s0 + apos * a.ring_beta.s1 + int64_t(hv0 + x) * a.ring_beta.s2] = be;
-    }
+    // β of head me (raw) issued with the gates' loads, used after them
+    const uint32_t bb = me < nh ? act_bits(in.beta, b, 0, hv0 + me) : 0u;
     if (!KDA) {
       for (int x = me; x < nh; x += nt) {
         const float g = gate_at(in, false, b, 0, hv0 + x, 0);
@@ -431,6 +437,12 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
         if (g_writer) rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0) * rg.g2 + k] = g;
         GS[n_old * K + k] = g;
       }
+    }
+    for (int x = me; x < nh; x += nt) {
+      const float be = x == me ? beta_of(in, bb) : beta_at(in, b, 0, hv0 + x);
+      BETA[x] = be;
+      if (a.dual && g_writer)
+        static_cast<float*>(a.ring_beta.p)[s * a.ring_beta.s0 + apos * a.ring_beta.s1 + int64_t(hv0 + x) * a.ring_beta.s2] = be;
     }
   }
 
@@ -446,7 +458,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
 #pragma unroll
   for (int u = 0; u < UD; ++u) {
     const int j = jd0 + u * jds;
-    if (dact && j < nd) store4(dcol + j * RBM, dr[u]);
+    if (dact && j < nd) store4(dcol + j * RBM, widen4(dr[u], rg.d_dt));
   }
   if (dact)
     for (int j = jd0 + UD * jds; j < nd; j += jds) store4(dcol + j * RBM, load4_any(rg.d, rg.d_dt, dbase + pos_of(j) * rg.d1));
@@ -455,7 +467,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     const int j = jk0 + u * jks;
     if (kact && j < n_old) {
       if (kv4) {
-        const float4 k = kr[u];
+        const float4 k = widen4(kr[u], rg.k_dt);
         const float ks = ksr[u];
         store4(KV + j * K + ck * 4, make_float4(k.x * ks, k.y * ks, k.z * ks, k.w * ks));
       }
@@ -475,7 +487,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
 #pragma unroll
   for (int u = 0; u < UV; ++u) {
     const int rr = tid + u * nthr;
-    if (rr < RB) VS[rr] = vr[u];
+    if (rr < RB) VS[rr] = widen_bits(vr[u], in.v.dt);
   }
   for (int rr = tid + UV * nthr; rr < RB; rr += nthr) VS[rr] = act_at(in.v, b, 0, hv0 + rr / vt, v0 + rr % vt);
   if (!KDA) {
