@@ -4,6 +4,8 @@
 // allocation, so every call can be captured in a CUDA graph. Indices that
 // only the device sees are checked in the kernels (Exec::device_status).
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -502,6 +504,29 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     a.rec_pf = dual ? 0 : replay1_prefetch_distance(kda, d.B, sm_count());
     const bool bulk = plan.bulk, qbulk = plan.qbulk;
     const size_t smem = plan.smem;
+#if defined(REPLAYSSM_R1_TIMING)
+    {  // per-block timelines (replay1.cuh): 16 stamps per block of the latest launch, dumped at exit
+      static unsigned long long* host = nullptr;
+      static size_t nblk = 0;
+      static const char* path = std::getenv("R1_TIMING");
+      constexpr size_t CAP = size_t(1) << 21;  // blocks
+      if (path && !host) {
+        if (cudaHostAlloc(reinterpret_cast<void**>(&host), CAP * 128, cudaHostAllocMapped) != cudaSuccess) host = nullptr;
+        std::atexit([] {
+          if (FILE* f = host ? std::fopen(path, "wb") : nullptr) {
+            std::fwrite(&nblk, sizeof(nblk), 1, f);
+            std::fwrite(host, 128, nblk, f);
+            std::fclose(f);
+          }
+        });
+      }
+      nblk = size_t((G / tile.nh) * ((d.V + tile.vt - 1) / tile.vt)) * size_t(d.H) * size_t(d.B);
+      if (host && nblk <= CAP) {
+        unsigned long long* dev = nullptr;
+        if (cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), host, 0) == cudaSuccess) a.timing = dev;
+      }
+    }
+#endif
     check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda replay kernel's shared memory");
     Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                          REPLAY1_THREADS, smem, exec);

@@ -138,6 +138,9 @@ struct ReplayArgs {
   QuantGeom qg;  // QF_FP8 / QF_NVFP4 kernels
   int32_t* status = nullptr;
   int ld = 0;  // T = 1 bulk streams: d records per block in shared memory (heuristics.h, replay1_ld)
+#if defined(REPLAYSSM_R1_TIMING)
+  unsigned long long* timing = nullptr;  // per-block timeline stamps (replay1.cuh, R1_STAMP)
+#endif
 };
 
 // Fold of the committed records: materialize (out) or flush (in place).

@@ -114,6 +114,37 @@ __host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, 
   return l;
 }
 
+// Per-block timelines (builds with -DREPLAYSSM_R1_TIMING only; the macros are
+// empty otherwise): a thread writes %globaltimer into 16 stamps per block of
+// mapped host memory that the launcher dumps at exit to the file named by
+// R1_TIMING (delta_launch.cu; scripts/r1_timeline.py reads it, the stamps
+// are listed there; docs/perf_notes_delta.md v18). Stamp 7 holds the SM and
+// the plan.
+#if defined(REPLAYSSM_R1_TIMING)
+__device__ __forceinline__ size_t r1_block() {
+  return blockIdx.x + size_t(gridDim.x) * (blockIdx.y + size_t(gridDim.y) * blockIdx.z);
+}
+__device__ __forceinline__ void r1_stamp(const ReplayArgs& a, int i, unsigned who = 0) {
+  if (!a.timing || threadIdx.x != who) return;
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+  a.timing[r1_block() * 16 + i] = t;
+}
+__device__ __forceinline__ void r1_tag(const ReplayArgs& a, unsigned v) {
+  if (!a.timing || threadIdx.x != 0) return;
+  unsigned sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  a.timing[r1_block() * 16 + 7] = (unsigned long long)sm | ((unsigned long long)v << 32);
+}
+#define R1_STAMP(i) r1_stamp(a, i)
+#define R1_STAMPW(i, w) r1_stamp(a, i, w)
+#define R1_TAG(v) r1_tag(a, v)
+#else
+#define R1_STAMP(i)
+#define R1_STAMPW(i, w)
+#define R1_TAG(v)
+#endif
+
 // Elements i .. i+3 of a float tensor of dtype dt (aligned to 4 elements),
 // in two steps as load_bits / widen_bits (cuda/common.cuh): the raw 16 bytes
 // (f16 / bf16: the first 8), then the values, so that a batch of record
@@ -180,6 +211,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   const int np = div_small(RBM + rpp - 1, rpp);  // uniform over the grid (stage sizing)
   const bool reporter = tid == 0 && blockIdx.x == 0 && kh == 0;
 
+  R1_STAMP(0);
   const int64_t s = idx_at(a.slot, b);
   if (s == a.pad) {
     for (int x = tid; x < RB; x += nthr) {
@@ -192,6 +224,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     if (reporter) cuda_util::report(a.status, STATUS_BAD_SLOT);
     return;
   }
+  R1_STAMP(1);
   TS* const state = static_cast<TS*>(a.st.p) + s * a.st.s0;
   // bulk stream: sweeps of SW rows (ROWB bytes each) of the block's rows
   // (contiguous from BASE), NST stages of SWB bytes; QB: sweep k = the vt
@@ -309,6 +342,8 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     return;
   }
   StepPlan p = ring_plan_step(c, 1, L, R);
+  R1_STAMP(2);
+  R1_TAG(unsigned(p.flush) | (unsigned(p.flush ? p.fold_count : p.hist_count) << 1));
   if (a.dual) {
     // A flushing row was folded by the fold kernel: wait for it to complete
     // (a no-op without a programmatic prerequisite); then the token reads the
@@ -413,7 +448,9 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   if (warp == 0) {
     float ks, kq;
     if (LATE && !a.dual) issue_first();  // (thread 0)
+    R1_STAMP(8);
     warp_prep_qk(in, b, 0, kh, KV + int64_t(n_old) * K, QV, ks, kq, KR);
+    R1_STAMP(9);
     if (lane32 == 0) MISC[0] = kq;
     if (blockIdx.x == 0) {  // one writer of the key head's record
       __syncwarp();
@@ -421,10 +458,12 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
       for (int i = lane32; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, KR[i]);
       if (lane32 == 0) rg.ks[s * rg.ks0 + apos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
     }
+    R1_STAMP(10);
   } else {
     const int me = tid - 32, nt = nthr - 32;
     // β of head me (raw) issued with the gates' loads, used after them
     const uint32_t bb = me < nh ? act_bits(in.beta, b, 0, hv0 + me) : 0u;
+    R1_STAMPW(11, 32);
     if (!KDA) {
       for (int x = me; x < nh; x += nt) {
         const float g = gate_at(in, false, b, 0, hv0 + x, 0);
@@ -446,6 +485,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     }
   }
 
+  R1_STAMPW(12, 32);
   // The last warp, while its record loads are in flight: L2 prefetch of the
   // item a.rec_pf ahead in grid order (x fastest, then key head, then row).
   auto prefetch_ahead = [&]() {  // (not for packed copies: dual steps leave rec_pf 0)
@@ -453,6 +493,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   };
   if (!KDA) prefetch_ahead();  // KDA (80 registers): after its record stores, below
 
+  R1_STAMPW(13, nthr - 32);
   // Stores (and the items past the registers: long rings, large tiles).
   float* const dcol = DT + hd * vt + vd;
 #pragma unroll
@@ -506,7 +547,10 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   if (KDA && !gv4)
     for (int x = tid; x < n_old * K; x += nthr) GS[x] = rg.g[g_off(x / K, 0) + x % K];
   if (KDA) prefetch_ahead();
+  R1_STAMP(14);
+  R1_STAMPW(15, 64);
   __syncthreads();
+  R1_STAMP(3);
   if (a.dual)  // v_j as it arrived (VS holds it until phase 3)
     for (int rr = tid; rr < RB; rr += nthr)
       store_any(a.ring_v.p, a.ring_v.dt,
@@ -685,6 +729,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     __syncthreads();
   };
   phases23();
+  R1_STAMP(4);
 
   if constexpr (QB && QF == QF_FP8 && !KDA) {
     // Phase 4, GDN fp8 copy, on tensor cores: sweep k = value head hv0 + k; warp
@@ -813,6 +858,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
           __syncthreads();  // (the previous sweep's reads ended at its barrier)
         }
         cuda_util::mbar_wait(BAR + st, uint32_t(kq_) & 1u);
+        if (k == 0) R1_STAMP(5);
         const int r0 = k * SW + warp * BR;
         const int rlim = QB ? (k + 1) * SW : RB;  // rows r < rlim are the sweep's
         const char* const sg = reinterpret_cast<const char*>(STG) + st * SWB;  // the stage
@@ -922,6 +968,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     if constexpr (QB || !LR) sweeps(std::false_type{});
     else if (wide) sweeps(std::true_type{});
     else sweeps(std::false_type{});
+    R1_STAMP(6);
     return;
   }
 
