@@ -113,23 +113,35 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
       if (count > 0) {
         // Records: every load of an item issued before its stores (k, ks,
         // KDA g and, for K = V, v in one pass: one round trip).
+        // (4 items per thread at a time, raw: load_any widens a 16-bit key or
+        // v in the branch that loads it, so each waited for the one before;
+        // docs/perf_notes_delta.md v18)
         const int nkv = count * max(K, V);
-#pragma unroll 4
-        for (int x = tid; x < nkv; x += nthr) {
-          const int jk = x / K, i = x - jk * K, jv = V == K ? jk : x / V, v = x - jv * V;
-          const bool hk = jk < count, hvr = jv < count;
-          const int64_t pk = ring_pos_near(start, hk ? jk : 0, rg.R), pv = ring_pos_near(start, hvr ? jv : 0, rg.R);
-          const float kk = hk ? load_any(rg.k, rg.k_dt, s * rg.k0 + pk * rg.k1 + int64_t(kh) * rg.k2 + i) : 0.f;
-          const float ks = hk ? rg.ks[s * rg.ks0 + pk * rg.ks1 + int64_t(kh) * rg.ks2] : 0.f;
-          const float gg = KDA && hk ? rg.g[s * rg.g0 + pk * rg.g1 + int64_t(hv) * rg.g2 + i] : 0.f;
-          const float vv = hvr ? load_any(a.ring_v.p, a.ring_v.dt,
-                                          s * a.ring_v.s0 + pv * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + v)
-                               : 0.f;
-          if (hk) {
-            KH[x] = kk * ks;
-            if (KDA) GJ[x] = gg;
+        for (int x0 = tid; x0 < nkv; x0 += 4 * nthr) {
+          uint32_t kb[4], vb[4];
+          float ks[4], gg[4];
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const int x = x0 + u * nthr;
+            const int jk = x / K, i = x - jk * K, jv = V == K ? jk : x / V, v = x - jv * V;
+            const bool hk = x < nkv && jk < count, hvr = x < nkv && jv < count;
+            const int64_t pk = ring_pos_near(start, hk ? jk : 0, rg.R), pv = ring_pos_near(start, hvr ? jv : 0, rg.R);
+            kb[u] = hk ? load_bits(rg.k, rg.k_dt, s * rg.k0 + pk * rg.k1 + int64_t(kh) * rg.k2 + i) : 0u;
+            ks[u] = hk ? rg.ks[s * rg.ks0 + pk * rg.ks1 + int64_t(kh) * rg.ks2] : 0.f;
+            gg[u] = KDA && hk ? rg.g[s * rg.g0 + pk * rg.g1 + int64_t(hv) * rg.g2 + i] : 0.f;
+            vb[u] = hvr ? load_bits(a.ring_v.p, a.ring_v.dt, s * a.ring_v.s0 + pv * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + v)
+                        : 0u;
           }
-          if (hvr) VJ[x] = vv;
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const int x = x0 + u * nthr;
+            const int jk = x / K, jv = V == K ? jk : x / V;
+            if (x < nkv && jk < count) {
+              KH[x] = widen_bits(kb[u], rg.k_dt) * ks[u];
+              if (KDA) GJ[x] = gg[u];
+            }
+            if (x < nkv && jv < count) VJ[x] = widen_bits(vb[u], a.ring_v.dt);
+          }
         }
         for (int j = tid; j < count; j += nthr) {
           const int64_t pos = ring_pos_near(start, j, rg.R);

@@ -242,11 +242,41 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       if (lane32 == 0) rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
     }
   }
-  for (int j = warp; j < n_old; j += nwarps) {
-    const int64_t pos = rpos(old_start, j);
-    const float ks = rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2];
-    const int64_t ko = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
-    for (int i = lane32; i < K; i += 32) KV[j * K + i] = load_any(rg.k, rg.k_dt, ko + i) * ks;
+  // Keys of the old records, a warp per record, two records and 128
+  // channels at a time: every load issued before any is widened (load_any
+  // widens a 16-bit key in the branch that loads it, so the warp waited for
+  // each: docs/perf_notes_delta.md v18).
+  for (int j0 = warp; j0 < n_old; j0 += 2 * nwarps) {
+    for (int c0 = 0; c0 < K; c0 += 128) {
+      uint32_t kb[2][4];
+      float ksv[2];
+      int64_t ko[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int j = j0 + r * nwarps;
+        if (j < n_old) {
+          const int64_t pos = rpos(old_start, j);
+          ksv[r] = rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2];
+          ko[r] = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const int i = c0 + lane32 + 32 * u;
+            kb[r][u] = i < K ? load_bits(rg.k, rg.k_dt, ko[r] + i) : 0u;
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int j = j0 + r * nwarps;
+        if (j < n_old) {
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const int i = c0 + lane32 + 32 * u;
+            if (i < K) KV[j * K + i] = widen_bits(kb[r][u], rg.k_dt) * ksv[r];
+          }
+        }
+      }
+    }
   }
   // d of the old records: a warp per (record, head), lanes along the head's
   // vt rows (row rr = hvl·vt + v − v0; no division per element).
