@@ -520,7 +520,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
           }
         });
       }
-      nblk = size_t((G / tile.nh) * ((d.V + tile.vt - 1) / tile.vt)) * size_t(d.H) * size_t(d.B);
+      nblk = size_t((G / tile.nh) * a.vtiles) * size_t(d.H) * size_t(d.B);  // the launch's grid
       if (host && nblk <= CAP) {
         unsigned long long* dev = nullptr;
         if (cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), host, 0) == cudaSuccess) a.timing = dev;
