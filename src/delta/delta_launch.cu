@@ -354,6 +354,11 @@ bool replay1_bulk_fits(const StateView& st, int64_t state_size, const ReplayTile
          reinterpret_cast<uintptr_t>(st.p) % 16 == 0 && st.s0 % vec == 0 && st.s1 % vec == 0;
 }
 
+// An fp8 / nvfp4 read copy as the decoding kernels see it: their format flag
+// and the geometry of a tile's scales.
+int packed_qf(const QuantLayout& l) { return l.format == ReadFormat::fp8_e4m3 ? QF_FP8 : QF_NVFP4; }
+QuantGeom packed_geom(const QuantLayout& l) { return QuantGeom{l.scale_offset, l.scale_row_bytes, l.tensor_scale_offset}; }
+
 // The same stream over a packed fp8 / nvfp4 copy (replay1.cuh, QF with BULK):
 // K = 128, at most 128 rows of a head per block, value tiles of equal size
 // (each sweep expects the bytes of tile.vt rows: a shorter last tile left its
@@ -361,11 +366,6 @@ bool replay1_bulk_fits(const StateView& st, int64_t state_size, const ReplayTile
 // copied run (the block's codes and scales of a head, the nvfp4 tensor scale)
 // 16-byte aligned: tiles start on 16 bytes and quant_layout aligns its
 // regions to 16.
-// An fp8 / nvfp4 read copy as the decoding kernels see it: their format flag
-// and the geometry of a tile's scales.
-int packed_qf(const QuantLayout& l) { return l.format == ReadFormat::fp8_e4m3 ? QF_FP8 : QF_NVFP4; }
-QuantGeom packed_geom(const QuantLayout& l) { return QuantGeom{l.scale_offset, l.scale_row_bytes, l.tensor_scale_offset}; }
-
 bool replay1_qbulk_fits(const StateView& st, const ReplayTile& tile, const Dims& d, const QuantGeom& q) {
   return d.K == R1B_K && tile.vt <= R1Q_MAX_ROWS && d.V % tile.vt == 0 && (tile.vt * q.scale_row_bytes) % 16 == 0 &&
          q.scale_offset % 16 == 0 && (q.tensor_scale_offset < 0 || q.tensor_scale_offset % 16 == 0) &&
