@@ -96,19 +96,37 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
     warp_prep_qk(in, b, 0, kh0 + warp, KN + warp * AK, QN + warp * AK, ks, kq);
     if (lane32 == 0) SC[2 * nh + warp] = kq;
   } else {  // v, β and gates while warps 0 .. KPB−1 prepare q̂, k̂
+    // Raw loads of a batch first, then their values (act_at / gate_at widen
+    // a 16-bit input in the branch that loads it: one round trip each).
     const int me = tid - 32 * KPB, nt = nthr - 32 * KPB;
-    for (int x = me; x < RB; x += nt) {
-      const int h = div_small(x, vt);
-      VS[x] = act_at(in.v, b, 0, hv0 + h, v0 + x - h * vt);
+    constexpr int UB = 4;
+    for (int x0 = me; x0 < RB; x0 += UB * nt) {
+      uint32_t vb[UB];
+#pragma unroll
+      for (int u = 0; u < UB; ++u) {
+        const int x = x0 + u * nt, h = div_small(x, vt);
+        vb[u] = x < RB ? act_bits(in.v, b, 0, hv0 + h, v0 + x - h * vt) : 0u;
+      }
+#pragma unroll
+      for (int u = 0; u < UB; ++u)
+        if (x0 + u * nt < RB) VS[x0 + u * nt] = widen_bits(vb[u], in.v.dt);
     }
     for (int x = me; x < nh; x += nt) {
-      SC[nh + x] = beta_at(in, b, 0, hv0 + x);
+      const uint32_t bb = act_bits(in.beta, b, 0, hv0 + x);
       if (!KDA) SC[x] = expf(gate_at(in, false, b, 0, hv0 + x, 0));
+      SC[nh + x] = beta_of(in, bb);
     }
     if (KDA)
-      for (int x = me; x < nh * K; x += nt) {
-        const int h = div_small(x, K);
-        AL[x] = expf(gate_at(in, true, b, 0, hv0 + h, x - h * K));
+      for (int x0 = me; x0 < nh * K; x0 += UB * nt) {
+        GateRaw gr[UB];
+#pragma unroll
+        for (int u = 0; u < UB; ++u) {
+          const int x = min(x0 + u * nt, nh * K - 1), h = div_small(x, K);
+          gr[u] = gate_raw(in, true, b, 0, hv0 + h, x - h * K);
+        }
+#pragma unroll
+        for (int u = 0; u < UB; ++u)
+          if (x0 + u * nt < nh * K) AL[x0 + u * nt] = expf(gate_of(in, gr[u]));
       }
   }
   __syncthreads();

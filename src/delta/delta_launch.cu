@@ -372,6 +372,15 @@ bool replay1_qbulk_fits(const StateView& st, const ReplayTile& tile, const Dims&
          reinterpret_cast<uintptr_t>(st.p) % 16 == 0 && st.s0 % 16 == 0 && st.s1 % 16 == 0;
 }
 
+// A record ring whose elements can be read in aligned groups of 4 (last:
+// its last extent).
+bool vec4(const Tensor& t, int64_t last) {
+  const int64_t e = int64_t(dtype_size(t.dtype));
+  bool ok = t.defined() && reinterpret_cast<uintptr_t>(t.data) % uintptr_t(4 * e) == 0 && last % 4 == 0;
+  for (int i = 0; ok && i + 1 < t.ndim; ++i) ok = t.stride[i] % 4 == 0;
+  return ok;
+}
+
 // The rows of the tensor-core kernels (the speculative stream of replay.cuh,
 // the dual fold of dual_fold_mma.cuh): K = 128, an unpacked state (or bf16 /
 // f16 copy) with 16-byte aligned rows, and tiles of whole 16-row runs of one
@@ -485,12 +494,6 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
   const bool kda = is_kda(d);
   const int64_t G = d.HV / d.H;
   if (a.T == 1) {  // plain decode: staged streaming kernel (replay1.cuh)
-    auto vec4 = [](const Tensor& t, int64_t last) {
-      const int64_t e = int64_t(dtype_size(t.dtype));
-      bool ok = t.defined() && reinterpret_cast<uintptr_t>(t.data) % uintptr_t(4 * e) == 0 && last % 4 == 0;
-      for (int i = 0; ok && i + 1 < t.ndim; ++i) ok = t.stride[i] % 4 == 0;
-      return ok;
-    };
     a.d_vec = vec4(pool.ring_d, d.V);
     a.k_vec = vec4(pool.ring_k, d.K);
     a.g_vec = kda && vec4(pool.ring_g, d.K);
@@ -596,6 +599,9 @@ void run_dual_fold(const char* fn, int op, const DeltaPool& pool, const QuantLay
   if (a.rings.cur) {
     a.ring_v = rec_of(pool.ring_v);
     a.ring_beta = rec_of(pool.ring_beta);
+    a.k_vec = vec4(pool.ring_k, d.K);
+    a.v_vec = vec4(pool.ring_v, d.V);
+    a.g_vec = is_kda(d) && vec4(pool.ring_g, d.K);
   }
   a.copy = CopyView{static_cast<uint8_t*>(pool.read_copy.data), pool.read_copy.stride[0], pool.read_copy.stride[1]};
   a.geom = quant::tile_geom(lay);

@@ -73,7 +73,22 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
   const bool mat = a.op == DUAL_MATERIALIZE;
   const bool pack = dual_fold_packs(a.op);
   FoldPlan fp;
-  if (!dual_fold_plan(a, b, hv_lo, hv_hi, fp)) return;
+  if (a.op == DUAL_STEP) {
+    // A step's plan reports nothing and writes nothing: one thread reads the
+    // cursor for the block (most blocks of a step do not flush, and every
+    // warp planning them was ~10 % of the kernel's instructions).
+    __shared__ FoldPlan sfp;
+    __shared__ int sgo;
+    if (tid == 0) {
+      sgo = dual_fold_plan(a, b, hv_lo, hv_hi, fp);
+      sfp = fp;
+    }
+    __syncthreads();
+    if (!sgo) return;
+    fp = sfp;
+  } else if (!dual_fold_plan(a, b, hv_lo, hv_hi, fp)) {
+    return;
+  }
   // Every block has read its cursor: the T = 1 dual replay (a programmatic
   // dependent, delta_launch.cu) may start; its flushing rows wait for this grid.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -113,34 +128,71 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
       if (count > 0) {
         // Records: every load of an item issued before its stores (k, ks,
         // KDA g and, for K = V, v in one pass: one round trip).
-        // (4 items per thread at a time, raw: load_any widens a 16-bit key or
-        // v in the branch that loads it, so each waited for the one before;
-        // docs/perf_notes_delta.md v18)
-        const int nkv = count * max(K, V);
-        for (int x0 = tid; x0 < nkv; x0 += 4 * nthr) {
-          uint32_t kb[4], vb[4];
-          float ks[4], gg[4];
+        if (a.k_vec && a.v_vec && (!KDA || a.g_vec)) {
+          // Aligned rings: groups of 4 elements (x: elements 4x .. 4x + 3 of
+          // the [count][K] and [count][V] records), two per thread at a time.
+          constexpr int K4 = K / 4;
+          const int V4 = V / 4, nk4 = count * K4, nv4 = count * V4, n4 = max(nk4, nv4);
+          for (int x0 = tid; x0 < n4; x0 += 2 * nthr) {
+            uint4 kb[2], vb[2];
+            float ks[2];
+            float4 gg[2];
 #pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const int x = x0 + u * nthr;
-            const int jk = x / K, i = x - jk * K, jv = V == K ? jk : x / V, v = x - jv * V;
-            const bool hk = x < nkv && jk < count, hvr = x < nkv && jv < count;
-            const int64_t pk = ring_pos_near(start, hk ? jk : 0, rg.R), pv = ring_pos_near(start, hvr ? jv : 0, rg.R);
-            kb[u] = hk ? load_bits(rg.k, rg.k_dt, s * rg.k0 + pk * rg.k1 + int64_t(kh) * rg.k2 + i) : 0u;
-            ks[u] = hk ? rg.ks[s * rg.ks0 + pk * rg.ks1 + int64_t(kh) * rg.ks2] : 0.f;
-            gg[u] = KDA && hk ? rg.g[s * rg.g0 + pk * rg.g1 + int64_t(hv) * rg.g2 + i] : 0.f;
-            vb[u] = hvr ? load_bits(a.ring_v.p, a.ring_v.dt, s * a.ring_v.s0 + pv * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + v)
-                        : 0u;
-          }
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const int x = x0 + u * nthr;
-            const int jk = x / K, jv = V == K ? jk : x / V;
-            if (x < nkv && jk < count) {
-              KH[x] = widen_bits(kb[u], rg.k_dt) * ks[u];
-              if (KDA) GJ[x] = gg[u];
+            for (int u = 0; u < 2; ++u) {
+              const int x = x0 + u * nthr;
+              const int jk = x / K4, jv = V == K ? jk : div_small(x, V4);
+              const int i = 4 * (x - jk * K4), v = 4 * (x - jv * V4);
+              const bool hk = x < nk4, hvr = x < nv4;
+              const int64_t pk = ring_pos_near(start, hk ? jk : 0, rg.R), pv = ring_pos_near(start, hvr ? jv : 0, rg.R);
+              kb[u] = hk ? load4_bits(rg.k, rg.k_dt, s * rg.k0 + pk * rg.k1 + int64_t(kh) * rg.k2 + i) : uint4{};
+              ks[u] = hk ? rg.ks[s * rg.ks0 + pk * rg.ks1 + int64_t(kh) * rg.ks2] : 0.f;
+              gg[u] = KDA && hk ? *reinterpret_cast<const float4*>(rg.g + s * rg.g0 + pk * rg.g1 + int64_t(hv) * rg.g2 + i)
+                                : float4{};
+              vb[u] = hvr ? load4_bits(a.ring_v.p, a.ring_v.dt,
+                                       s * a.ring_v.s0 + pv * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + v)
+                          : uint4{};
             }
-            if (x < nkv && jv < count) VJ[x] = widen_bits(vb[u], a.ring_v.dt);
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+              const int x = x0 + u * nthr;
+              if (x < nk4) {
+                const float4 k = widen4(kb[u], rg.k_dt);
+                store4(KH + 4 * x, make_float4(k.x * ks[u], k.y * ks[u], k.z * ks[u], k.w * ks[u]));
+                if (KDA) store4(GJ + 4 * x, gg[u]);
+              }
+              if (x < nv4) store4(VJ + 4 * x, widen4(vb[u], a.ring_v.dt));
+            }
+          }
+        } else {
+          // (4 items per thread at a time, raw: load_any widens a 16-bit key or
+          // v in the branch that loads it, so each waited for the one before;
+          // docs/perf_notes_delta.md v18)
+          const int nkv = count * max(K, V);
+          for (int x0 = tid; x0 < nkv; x0 += 4 * nthr) {
+            uint32_t kb[4], vb[4];
+            float ks[4], gg[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+              const int x = x0 + u * nthr;
+              const int jk = x / K, i = x - jk * K, jv = V == K ? jk : x / V, v = x - jv * V;
+              const bool hk = x < nkv && jk < count, hvr = x < nkv && jv < count;
+              const int64_t pk = ring_pos_near(start, hk ? jk : 0, rg.R), pv = ring_pos_near(start, hvr ? jv : 0, rg.R);
+              kb[u] = hk ? load_bits(rg.k, rg.k_dt, s * rg.k0 + pk * rg.k1 + int64_t(kh) * rg.k2 + i) : 0u;
+              ks[u] = hk ? rg.ks[s * rg.ks0 + pk * rg.ks1 + int64_t(kh) * rg.ks2] : 0.f;
+              gg[u] = KDA && hk ? rg.g[s * rg.g0 + pk * rg.g1 + int64_t(hv) * rg.g2 + i] : 0.f;
+              vb[u] = hvr ? load_bits(a.ring_v.p, a.ring_v.dt, s * a.ring_v.s0 + pv * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + v)
+                          : 0u;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+              const int x = x0 + u * nthr;
+              const int jk = x / K, jv = V == K ? jk : x / V;
+              if (x < nkv && jk < count) {
+                KH[x] = widen_bits(kb[u], rg.k_dt) * ks[u];
+                if (KDA) GJ[x] = gg[u];
+              }
+              if (x < nkv && jv < count) VJ[x] = widen_bits(vb[u], a.ring_v.dt);
+            }
           }
         }
         for (int j = tid; j < count; j += nthr) {

@@ -38,6 +38,32 @@ __device__ __forceinline__ float act_at(const Act& a, int64_t b, int64_t t, int6
 __device__ __forceinline__ uint32_t act_bits(const Act& a, int64_t b, int64_t t, int64_t h, int64_t i = 0) {
   return load_bits(a.p, a.dt, b * a.sb + t * a.st + h * a.sh + i);
 }
+
+// Elements i .. i+3 of a float tensor of dtype dt (aligned to 4 elements),
+// in two steps as load_bits / widen_bits (cuda/common.cuh): the raw 16 bytes
+// (f16 / bf16: the first 8), then the values, so that a batch of record
+// loads is in flight at once (widened in the loading branch, a 16-bit record
+// load stalled the warp before it issued the next).
+__device__ __forceinline__ uint4 load4_bits(const void* p, DType dt, int64_t i) {
+  if (dt == DType::f32) return *reinterpret_cast<const uint4*>(static_cast<const float*>(p) + i);
+  const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p) + i);
+  return make_uint4(u.x, u.y, 0u, 0u);
+}
+__device__ __forceinline__ float4 widen4(uint4 u, DType dt) {
+  if (dt == DType::f32) return make_float4(__uint_as_float(u.x), __uint_as_float(u.y), __uint_as_float(u.z), __uint_as_float(u.w));
+  float2 x, y;
+  if (dt == DType::bf16) {
+    x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+    y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+  } else {
+    x = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+    y = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+  }
+  return make_float4(x.x, x.y, y.x, y.y);
+}
+__device__ __forceinline__ float4 load4_any(const void* p, DType dt, int64_t i) { return widen4(load4_bits(p, dt, i), dt); }
+__device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+
 __device__ __forceinline__ void out_at(const Out& o, int64_t b, int64_t t, int64_t h, int64_t i, float x) {
   store_any(o.p, o.dt, b * o.sb + t * o.st + h * o.sh + i, x);
 }
@@ -61,6 +87,23 @@ __device__ __forceinline__ float gate_at(const TokenArgs& in, bool kda, int64_t 
   const float a = widen_bits(x, in.g.dt);
   if (!in.raw_gate) return a;
   return -expf(al) * cuda_util::softplus(a + bias);
+}
+// gate_at in two steps, for batches: the loads (raw), then the gate.
+struct GateRaw {
+  uint32_t x;
+  float bias, al;
+};
+__device__ __forceinline__ GateRaw gate_raw(const TokenArgs& in, bool kda, int64_t b, int64_t t, int hv, int i) {
+  GateRaw r;
+  r.x = kda ? act_bits(in.g, b, t, hv, i) : act_bits(in.g, b, t, hv);
+  r.bias = in.raw_gate && in.dt_bias ? in.dt_bias[hv * in.sdb + (kda ? i : 0)] : 0.f;
+  r.al = in.raw_gate ? in.A_log[hv * in.sA] : 0.f;
+  return r;
+}
+__device__ __forceinline__ float gate_of(const TokenArgs& in, const GateRaw& r) {
+  const float a = widen_bits(r.x, in.g.dt);
+  if (!in.raw_gate) return a;
+  return -expf(r.al) * cuda_util::softplus(a + r.bias);
 }
 __device__ __forceinline__ float beta_of(const TokenArgs& in, uint32_t bits) {
   const float x = widen_bits(bits, in.beta.dt);

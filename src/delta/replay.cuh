@@ -250,18 +250,17 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     for (int c0 = 0; c0 < K; c0 += 128) {
       uint32_t kb[2][4];
       float ksv[2];
-      int64_t ko[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int j = j0 + r * nwarps;
         if (j < n_old) {
           const int64_t pos = rpos(old_start, j);
           ksv[r] = rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2];
-          ko[r] = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
+          const int64_t ko = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
 #pragma unroll
           for (int u = 0; u < 4; ++u) {
             const int i = c0 + lane32 + 32 * u;
-            kb[r][u] = i < K ? load_bits(rg.k, rg.k_dt, ko[r] + i) : 0u;
+            kb[r][u] = i < K ? load_bits(rg.k, rg.k_dt, ko + i) : 0u;
           }
         }
       }
@@ -279,12 +278,38 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     }
   }
   // d of the old records: a warp per (record, head), lanes along the head's
-  // vt rows (row rr = hvl·vt + v − v0; no division per element).
-  for (int jh = warp; jh < n_old * a.nh; jh += nwarps) {
-    const int j = jh / a.nh, hvl = jh % a.nh;
-    const int64_t base = s * rg.d0 + int64_t(rpos(old_start, j)) * rg.d1 + int64_t(hv0 + hvl) * rg.d2 + v0;
-    float* dst = DT + j * RBM + hvl * vt;
-    for (int v = lane32; v < vt; v += 32) dst[v] = load_any(rg.d, rg.d_dt, base + v);
+  // vt rows (row rr = hvl·vt + v − v0; no division per element); two items
+  // and 128 rows at a time, raw, as the keys.
+  for (int jh0 = warp; jh0 < n_old * a.nh; jh0 += 2 * nwarps) {
+    for (int c0 = 0; c0 < vt; c0 += 128) {
+      uint32_t db[2][4];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int jh = jh0 + r * nwarps;
+        if (jh < n_old * a.nh) {
+          const int j = jh / a.nh, hvl = jh - j * a.nh;
+          const int64_t base = s * rg.d0 + int64_t(rpos(old_start, j)) * rg.d1 + int64_t(hv0 + hvl) * rg.d2 + v0;
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const int v = c0 + lane32 + 32 * u;
+            db[r][u] = v < vt ? load_bits(rg.d, rg.d_dt, base + v) : 0u;
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int jh = jh0 + r * nwarps;
+        if (jh < n_old * a.nh) {
+          const int j = jh / a.nh, hvl = jh - j * a.nh;
+          float* dst = DT + j * RBM + hvl * vt;
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const int v = c0 + lane32 + 32 * u;
+            if (v < vt) dst[v] = widen_bits(db[r][u], rg.d_dt);
+          }
+        }
+      }
+    }
   }
   for (int x = tid; x < a.nh * T; x += blockDim.x) {
     const float be = beta_at(in, b, x % T, hv0 + x / T);
@@ -492,12 +517,18 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       const int rr0 = tile * 16, hvl = rr0 / vt, hv = hv0 + hvl, hwi = KDA ? 0 : hvl;
       const int vr = v0 + rr0 % vt + g;  // row g's v (row g + 8: vr + 8)
       // this lane's inputs v of its tokens 2·t4, 2·t4 + 1
+      // (raw loads first: act_at would wait for each 16-bit v in turn)
+      uint32_t vb[2][2];
       float vin[2][2];
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          vin[h][i] = 2 * t4 + i < T ? act_at(in.v, b, 2 * t4 + i, hv, vr + 8 * h) : 0.f;
+          vb[h][i] = 2 * t4 + i < T ? act_bits(in.v, b, 2 * t4 + i, hv, vr + 8 * h) : 0u;
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) vin[h][i] = widen_bits(vb[h][i], in.v.dt);
       float ak[4] = {0.f, 0.f, 0.f, 0.f}, aq[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {

@@ -145,31 +145,6 @@ __device__ __forceinline__ void r1_tag(const ReplayArgs& a, unsigned v) {
 #define R1_TAG(v)
 #endif
 
-// Elements i .. i+3 of a float tensor of dtype dt (aligned to 4 elements),
-// in two steps as load_bits / widen_bits (cuda/common.cuh): the raw 16 bytes
-// (f16 / bf16: the first 8), then the values, so that a batch of record
-// loads is in flight at once (widened in the loading branch, a 16-bit record
-// load stalled the warp before it issued the next).
-__device__ __forceinline__ uint4 load4_bits(const void* p, DType dt, int64_t i) {
-  if (dt == DType::f32) return *reinterpret_cast<const uint4*>(static_cast<const float*>(p) + i);
-  const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p) + i);
-  return make_uint4(u.x, u.y, 0u, 0u);
-}
-__device__ __forceinline__ float4 widen4(uint4 u, DType dt) {
-  if (dt == DType::f32) return make_float4(__uint_as_float(u.x), __uint_as_float(u.y), __uint_as_float(u.z), __uint_as_float(u.w));
-  float2 x, y;
-  if (dt == DType::bf16) {
-    x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
-    y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
-  } else {
-    x = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
-    y = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
-  }
-  return make_float4(x.x, x.y, y.x, y.y);
-}
-__device__ __forceinline__ float4 load4_any(const void* p, DType dt, int64_t i) { return widen4(load4_bits(p, dt, i), dt); }
-__device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
-
 // QF != QF_NONE: the state is a packed fp8 / nvfp4 read copy (dual pools),
 // staged as codes and scales (QStage) and decoded into Row<bf16>'s layout;
 // with BULK the codes and scales arrive by bulk copies and a lane decodes

@@ -44,6 +44,14 @@ __device__ __forceinline__ uint32_t e4m3x2_encode(float lo, float hi) {
   if (!isfinite(hi)) c = (c & 0x00FFu) | ((isinf(hi) && hi < 0.f ? 0xFFu : 0x7Fu) << 8);
   return c;
 }
+// e4m3x2_encode of two finite values: the same codes without the NaN / Inf
+// fix-ups (its first lines repeated: e4m3x2_encode calling this one changed
+// the machine code of every kernel that encodes FP8).
+__device__ __forceinline__ uint32_t e4m3x2_encode_finite(float lo, float hi) {
+  lo = fabsf(lo) < 0x1p-11f ? copysignf(0.f, lo) : lo;
+  hi = fabsf(hi) < 0x1p-11f ? copysignf(0.f, hi) : hi;
+  return __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
+}
 __device__ __forceinline__ uint8_t e4m3_encode(float v) { return uint8_t(e4m3x2_encode(v, 0.f)); }
 
 // Exact E4M3 values of two codes (bits 0..7 → .x); NaN codes give NaN.

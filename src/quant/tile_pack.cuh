@@ -104,16 +104,28 @@ __device__ __forceinline__ void pack_row_quad(const float (&v)[32], int64_t r, i
   } else if constexpr (F == ReadFormat::fp8_e4m3) {
 #pragma unroll
     for (int b = 0; b < K / 32; ++b) {  // 32-value block b: c = 2b, 2b + 1
-      float amax = 0.f;
+      float amax = 0.f, lo = 0.f;       // lo < 0: a NaN or Inf in the block
 #pragma unroll
-      for (int i = 0; i < 8; ++i) amax = fmaxf(amax, finite_abs(v[8 * b + i]));
+      for (int i = 0; i < 8; ++i) {
+        const float a = finite_abs(v[8 * b + i]);
+        amax = fmaxf(amax, a);
+        lo = fminf(lo, a);
+      }
       const int k = fp8_block_exp(quad_max(amax));
       const float m = exp2i(-k);
+      if (-quad_max(-lo) >= 0.f) {  // finite block: the codes without the NaN / Inf fix-ups
 #pragma unroll
-      for (int c = 2 * b; c < 2 * b + 2; ++c)
-        *reinterpret_cast<uint32_t*>(tile + r * K + 16 * c + 4 * t4) =
-            e4m3x2_encode(__fmul_rn(v[4 * c], m), __fmul_rn(v[4 * c + 1], m)) |
-            e4m3x2_encode(__fmul_rn(v[4 * c + 2], m), __fmul_rn(v[4 * c + 3], m)) << 16;
+        for (int c = 2 * b; c < 2 * b + 2; ++c)
+          *reinterpret_cast<uint32_t*>(tile + r * K + 16 * c + 4 * t4) =
+              e4m3x2_encode_finite(__fmul_rn(v[4 * c], m), __fmul_rn(v[4 * c + 1], m)) |
+              e4m3x2_encode_finite(__fmul_rn(v[4 * c + 2], m), __fmul_rn(v[4 * c + 3], m)) << 16;
+      } else {
+#pragma unroll
+        for (int c = 2 * b; c < 2 * b + 2; ++c)
+          *reinterpret_cast<uint32_t*>(tile + r * K + 16 * c + 4 * t4) =
+              e4m3x2_encode(__fmul_rn(v[4 * c], m), __fmul_rn(v[4 * c + 1], m)) |
+              e4m3x2_encode(__fmul_rn(v[4 * c + 2], m), __fmul_rn(v[4 * c + 3], m)) << 16;
+      }
       if (t4 == 0) tile[g.scale_offset + r * (K / 32) + b] = uint8_t(k + 127);
     }
   } else {
