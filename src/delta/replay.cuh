@@ -238,7 +238,14 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     if (k_writer) {
       const int64_t pos = rpos(p.append_start, t);
       const int64_t ko = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
-      for (int i = lane32; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, act_at(in.k, b, t, kh, i));
+      for (int i0 = 0; i0 < K; i0 += 128) {  // raw loads first (act_at waits for each 16-bit k)
+        uint32_t kb[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) kb[u] = i0 + lane32 + 32 * u < K ? act_bits(in.k, b, t, kh, i0 + lane32 + 32 * u) : 0u;
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          if (i0 + lane32 + 32 * u < K) store_any(rg.k, rg.k_dt, ko + i0 + lane32 + 32 * u, widen_bits(kb[u], in.k.dt));
+      }
       if (lane32 == 0) rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
     }
   }

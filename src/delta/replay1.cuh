@@ -461,12 +461,14 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   }
 
   R1_STAMPW(12, 32);
-  // The last warp, while its record loads are in flight: L2 prefetch of the
-  // item a.rec_pf ahead in grid order (x fastest, then key head, then row).
+  // The last warp, after its record stores (below): L2 prefetch of the item
+  // a.rec_pf ahead in grid order (x fastest, then key head, then row). Its
+  // slot → cursor chain issued while its record loads were in flight waited
+  // for them too (GDN bf16 B = 256 277 → 267 µs with it after the stores;
+  // docs/perf_notes_delta.md v19).
   auto prefetch_ahead = [&]() {  // (not for packed copies: dual steps leave rec_pf 0)
     if (!QB && a.rec_pf > 0 && warp == nwarps - 1) prefetch_block_ahead<KDA>(a, 1, lane32);
   };
-  if (!KDA) prefetch_ahead();  // KDA (80 registers): after its record stores, below
 
   R1_STAMPW(13, nthr - 32);
   // Stores (and the items past the registers: long rings, large tiles).
@@ -521,7 +523,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
       DT[(x / RB) * RBM + x % RB] = load_any(rg.d, rg.d_dt, d_off(x / RB, (x % RB) / vt, (x % RB) % vt));
   if (KDA && !gv4)
     for (int x = tid; x < n_old * K; x += nthr) GS[x] = rg.g[g_off(x / K, 0) + x % K];
-  if (KDA) prefetch_ahead();
+  prefetch_ahead();
   R1_STAMP(14);
   R1_STAMPW(15, 64);
   __syncthreads();

@@ -126,26 +126,26 @@ mamba2_decode_kernel(const Params p) {
       dsts[t] = cuda_util::load_index(p.sidx, p.sidx_dtype, b * p.sidx_b + t * p.sidx_t);
   // one round trip: B, C | δ per (head, t) | D, A per head | x, z per (head, t, p)
   const int nBC = 2 * T * ns, nD = nh * T, nX = nh * T * np, nZ = p.z ? nX : 0;
-  batched<8>(nBC + nD + 2 * nh + nX + nZ,
-      [&](int i) -> float {
+  batched<8, AD>(p, nBC + nD + 2 * nh + nX + nZ,
+      [&](int i) -> RawItem {
         if (i < nBC) {
           const bool isC = i >= T * ns;
           const int c = isC ? i - T * ns : i, t = c / ns, nn = c - t * ns;
-          if (nn >= N) return 0.f;
-          return isC ? ld_act<AD>(p.Cm, b * p.C_b + t * p.C_t + bp.g * p.C_g + nn)
-                     : ld_act<AD>(p.Bm, b * p.B_b + t * p.B_t + bp.g * p.B_g + nn);
+          if (nn >= N) return RawItem{};
+          return isC ? raw_act<AD>(p.Cm, b * p.C_b + t * p.C_t + bp.g * p.C_g + nn)
+                     : raw_act<AD>(p.Bm, b * p.B_b + t * p.B_t + bp.g * p.B_g + nn);
         }
         i -= nBC;
-        if (i < nD) { const int hl = i / T; return delta_of(p, b, i - hl * T, bp.h0 + hl); }
+        if (i < nD) { const int hl = i / T; return raw_delta(p, b, i - hl * T, bp.h0 + hl); }
         i -= nD;
-        if (i < 2 * nh) return i < nh ? D_of(p, bp.h0 + i) : A_of(p, bp.h0 + i - nh);
+        if (i < 2 * nh) return i < nh ? (p.D ? raw_f32(p.D, (bp.h0 + i) * p.D_s) : RawItem{}) : raw_f32(p.A, (bp.h0 + i - nh) * p.A_s);
         i -= 2 * nh;
         const bool isz = i >= nX;
         const int c = isz ? i - nX : i, hl = c / (T * np), tp = c - hl * (T * np), t = tp / np,
                   pp = tp - t * np;
         const int64_t h = bp.h0 + hl, pr = bp.p0 + pp;
-        return isz ? ld_act<AD>(p.z, b * p.z_b + t * p.z_t + h * p.z_h + pr)
-                   : ld_act<AD>(p.x, b * p.x_b + t * p.x_t + h * p.x_h + pr);
+        return isz ? raw_act<AD>(p.z, b * p.z_b + t * p.z_t + h * p.z_h + pr)
+                   : raw_act<AD>(p.x, b * p.x_b + t * p.x_t + h * p.x_h + pr);
       },
       [&](int i, float v) {
         if (i < nBC) { Bs[i] = v; return; }  // Bs and Cs are adjacent

@@ -422,22 +422,59 @@ __device__ __forceinline__ void issue_pass(const Params& p, const BlockPos& bp, 
   cp_async_commit();  // always one group per pass, so wait counts stay uniform
 }
 
+// One item of a batch of loads, as loaded (its value is taken after the
+// whole batch is in flight: widening a 16-bit input in the branch that loads
+// it made the lane wait for each load in turn).
+struct RawItem {
+  enum Kind : uint32_t { F32 = 0, ACT = 1, DELTA = 2 };
+  uint32_t bits = 0u, aux = 0u;  // DELTA: dt as loaded, dt_bias (fp32 bits)
+  uint32_t kind = F32;
+};
+template <DType AD>
+__device__ __forceinline__ RawItem raw_act(const void* p, int64_t i) {
+  RawItem r;
+  r.bits = cuda_util::load_bits(p, AD, i);
+  r.kind = RawItem::ACT;
+  return r;
+}
+__device__ __forceinline__ RawItem raw_f32(const float* p, int64_t i) {
+  RawItem r;
+  r.bits = __float_as_uint(p[i]);
+  return r;
+}
+// delta_of as raw loads, then raw_value.
+__device__ __forceinline__ RawItem raw_delta(const Params& p, int64_t b, int64_t t, int h) {
+  RawItem r;
+  r.bits = cuda_util::load_bits(p.dt, p.dt_dtype, b * p.dt_b + t * p.dt_t + h);
+  r.aux = p.dt_bias ? __float_as_uint(p.dt_bias[h * p.dtb_s]) : 0u;
+  r.kind = RawItem::DELTA;
+  return r;
+}
+template <DType AD>
+__device__ __forceinline__ float raw_value(const Params& p, const RawItem& r) {
+  if (r.kind == RawItem::ACT) return cuda_util::widen_bits(r.bits, AD);
+  if (r.kind == RawItem::F32) return __uint_as_float(r.bits);
+  float v = cuda_util::widen_bits(r.bits, p.dt_dtype);  // as delta_of
+  if (p.dt_bias) v += __uint_as_float(r.aux);
+  return p.dt_softplus ? cuda_util::softplus(v) : v;
+}
+
 // Stage batched loads: every lane issues up to K independent loads before it
-// stores any (one round trip per K·KERNEL_THREADS items). ld(i) -> float,
-// st(i, v).
-template <int K, class Ld, class St>
-__device__ __forceinline__ void batched(int count, Ld&& ld, St&& st) {
+// stores any (one round trip per K·KERNEL_THREADS items). ld(i) -> RawItem
+// (raw_act / raw_f32 / raw_delta, or RawItem{} for a zero), st(i, value).
+template <int K, DType AD, class Ld, class St>
+__device__ __forceinline__ void batched(const Params& p, int count, Ld&& ld, St&& st) {
   for (int base = threadIdx.x; base < count; base += K * KERNEL_THREADS) {
-    float v[K];
+    RawItem v[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int i = base + k * KERNEL_THREADS;
-      v[k] = i < count ? ld(i) : 0.f;
+      if (i < count) v[k] = ld(i);
     }
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int i = base + k * KERNEL_THREADS;
-      if (i < count) st(i, v[k]);
+      if (i < count) st(i, raw_value<AD>(p, v[k]));
     }
   }
 }

@@ -251,18 +251,18 @@ mamba2_replay1_kernel(const Params p) {
     }
     cp_async_commit();
     const int nC = T * R1_N, nD = nh * T;
-    batched<4>(2 * nC + nD + 2 * nh,
-        [&](int i) -> float {
+    batched<4, AD>(p, 2 * nC + nD + 2 * nh,
+        [&](int i) -> RawItem {
           if (i < 2 * nC) {
             const bool isB = i >= nC;
             const int c = isB ? i - nC : i, t = c / R1_N, nn = c - t * R1_N;
-            return isB ? ld_act<AD>(p.Bm, b * p.B_b + t * p.B_t + bp.g * p.B_g + nn)
-                       : ld_act<AD>(p.Cm, b * p.C_b + t * p.C_t + bp.g * p.C_g + nn);
+            return isB ? raw_act<AD>(p.Bm, b * p.B_b + t * p.B_t + bp.g * p.B_g + nn)
+                       : raw_act<AD>(p.Cm, b * p.C_b + t * p.C_t + bp.g * p.C_g + nn);
           }
           i -= 2 * nC;
-          if (i < nD) { const int hl = cuda_util::div_small(i, T); return delta_of(p, b, i - hl * T, bp.h0 + hl); }
+          if (i < nD) { const int hl = cuda_util::div_small(i, T); return raw_delta(p, b, i - hl * T, bp.h0 + hl); }
           i -= nD;
-          return i < nh ? A_of(p, bp.h0 + i) : D_of(p, bp.h0 + i - nh);
+          return i < nh ? raw_f32(p.A, (bp.h0 + i) * p.A_s) : p.D ? raw_f32(p.D, (bp.h0 + i - nh) * p.D_s) : RawItem{};
         },
         [&](int i, float val) {
           if (i < 2 * nC) { (i < nC ? Cs : Bw - nC)[i] = Traits<AD>::store(val); return; }  // exact

@@ -350,19 +350,19 @@ mamba2_replay_kernel(const Params p) {
     }
     cp_async_commit();  // group W
     const int nC = T * ns, nD = nh * T;
-    batched<4>(2 * nC + nD + 2 * nh,
-        [&](int i) -> float {
+    batched<4, AD>(p, 2 * nC + nD + 2 * nh,
+        [&](int i) -> RawItem {
           if (i < 2 * nC) {
             const bool isB = i >= nC;
             const int c = isB ? i - nC : i, t = c / ns, nn = c - t * ns;
-            if (nn >= N) return 0.f;
-            return isB ? ld_act<AD>(p.Bm, b * p.B_b + t * p.B_t + bp.g * p.B_g + nn)
-                       : ld_act<AD>(p.Cm, b * p.C_b + t * p.C_t + bp.g * p.C_g + nn);
+            if (nn >= N) return RawItem{};
+            return isB ? raw_act<AD>(p.Bm, b * p.B_b + t * p.B_t + bp.g * p.B_g + nn)
+                       : raw_act<AD>(p.Cm, b * p.C_b + t * p.C_t + bp.g * p.C_g + nn);
           }
           i -= 2 * nC;
-          if (i < nD) { const int hl = i / T; return delta_of(p, b, i - hl * T, bp.h0 + hl); }
+          if (i < nD) { const int hl = i / T; return raw_delta(p, b, i - hl * T, bp.h0 + hl); }
           i -= nD;
-          return i < nh ? A_of(p, bp.h0 + i) : D_of(p, bp.h0 + i - nh);
+          return i < nh ? raw_f32(p.A, (bp.h0 + i) * p.A_s) : p.D ? raw_f32(p.D, (bp.h0 + i - nh) * p.D_s) : RawItem{};
         },
         [&](int i, float v) {
           if (i < 2 * nC) { (i < nC ? a.Cs : a.Bw - nC)[i] = v; return; }
