@@ -78,17 +78,9 @@ __device__ __forceinline__ float round_to(DType dt, float x) {
 }
 
 // Activated log-decay of value head hv (KDA: channel i) of token (b, t):
-// raw: g = −exp(A_log[hv])·softplus(a + dt_bias); else g as given.
-// (its three loads issued before any is used)
-__device__ __forceinline__ float gate_at(const TokenArgs& in, bool kda, int64_t b, int64_t t, int hv, int i) {
-  const uint32_t x = kda ? act_bits(in.g, b, t, hv, i) : act_bits(in.g, b, t, hv);
-  const float bias = in.raw_gate && in.dt_bias ? in.dt_bias[hv * in.sdb + (kda ? i : 0)] : 0.f;
-  const float al = in.raw_gate ? in.A_log[hv * in.sA] : 0.f;
-  const float a = widen_bits(x, in.g.dt);
-  if (!in.raw_gate) return a;
-  return -expf(al) * cuda_util::softplus(a + bias);
-}
-// gate_at in two steps, for batches: the loads (raw), then the gate.
+// raw: g = −exp(A_log[hv])·softplus(a + dt_bias); else g as given. In two
+// steps for batches (gate_raw: its three loads, issued before any is used;
+// gate_of: the gate); gate_at does both.
 struct GateRaw {
   uint32_t x;
   float bias, al;
@@ -104,6 +96,9 @@ __device__ __forceinline__ float gate_of(const TokenArgs& in, const GateRaw& r) 
   const float a = widen_bits(r.x, in.g.dt);
   if (!in.raw_gate) return a;
   return -expf(r.al) * cuda_util::softplus(a + r.bias);
+}
+__device__ __forceinline__ float gate_at(const TokenArgs& in, bool kda, int64_t b, int64_t t, int hv, int i) {
+  return gate_of(in, gate_raw(in, kda, b, t, hv, i));
 }
 __device__ __forceinline__ float beta_of(const TokenArgs& in, uint32_t bits) {
   const float x = widen_bits(bits, in.beta.dt);
