@@ -50,6 +50,15 @@ struct Replay1Choice {
 // copy: a dual pool's fp8 / nvfp4 read copy of that layout (the T = 1 step
 // on the copy); null: the state itself.
 Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLayout* copy = nullptr);
+// The persistent T = 1 kernel's choice for contiguous rings of these record
+// dtypes (delta_launch.cu, replay1p_plan; REPLAYSSM_R1P applies): taken,
+// stages, grid, shared memory bytes. For tests.
+struct Replay1PChoice {
+  bool use = false;
+  int nst = 0;
+  int64_t grid = 0, smem = 0;
+};
+Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms);
 // Dual-precision pools (pool.read_copy of layout `copy`; dual tensors
 // validated by dual::check_device_pool, the rest as for a single pool).
 void dual_replay_step(const DeltaStep& step, const DeltaPool& pool, const QuantLayout& copy,

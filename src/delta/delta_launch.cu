@@ -21,6 +21,7 @@
 #include "delta/recurrent.cuh"
 #include "delta/replay.cuh"
 #include "delta/replay1.cuh"
+#include "delta/replay1p.cuh"
 #include "quant/backend.h"
 
 namespace replayssm::delta::cuda_impl {
@@ -211,6 +212,7 @@ template <DType SD, bool KDA> struct ReplayOp { static void run(const ReplayArgs
 template <DType SD, bool KDA> struct ReplayMmaOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay_mma<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct Replay1Op { static void run(const ReplayArgs& a, const Launch& l) { launch_replay1<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct Replay1BulkOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay1_bulk<SD, KDA>(a, l); } };
+template <DType SD, bool KDA> struct Replay1POp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay1p<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct FoldOp { static void run(const FoldArgs& a, const Launch& l) { launch_fold<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct DualFoldOp { static void run(const DualArgs& a, const Launch& l) { launch_dual_fold<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct DualFoldMmaOp { static void run(const DualArgs& a, const Launch& l) { launch_dual_fold_mma<SD, KDA>(a, l); } };
@@ -453,6 +455,104 @@ Replay1Plan replay1_plan(const StateView& st, const QuantGeom& qg, int qf, DType
   return p;
 }
 
+// A ring whose records bulk copies can read (replay1p.cuh): 16-byte aligned
+// data and outer strides, contiguous last extent, `bytes` per record a
+// multiple of 16.
+bool bulk_records(const Tensor& t, int64_t bytes) {
+  const int64_t e = int64_t(dtype_size(t.dtype));
+  bool ok = t.defined() && reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && bytes % 16 == 0 && t.stride[t.ndim - 1] == 1;
+  for (int i = 0; ok && i + 1 < t.ndim; ++i) ok = (t.stride[i] * e) % 16 == 0;
+  return ok;
+}
+
+// The persistent T = 1 kernel (replay1p.cuh): one block per SM over the
+// items (row, key head), each a whole key head (GDN: its G value heads) of
+// K = 128 rows contiguous in the state, records readable by bulk copies
+// (GDN's d records of a key head contiguous), the plain state (no read
+// copy), L <= 32, and (R1P_BY_DEFAULT) at least two items per SM. Its stages fill the shared
+// memory its result buffers and group scratch leave (at most
+// R1P_MAX_STAGES). REPLAYSSM_R1P=0 never takes it, =1 whenever it fits
+// (tests at small batches); REPLAYSSM_R1P_NST and REPLAYSSM_R1P_PF
+// override its stages and its L2 prefetch distance (measurements).
+struct Replay1PPlan {
+  bool use = false;
+  int nst = 0, pf = 0;
+  bool lanes_copy = false;
+  unsigned grid = 0;
+  size_t smem = 0;
+};
+Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd, const Dims& d, int sms) {
+  Replay1PPlan p;
+  auto env_int = [](const char* name, int dflt) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::atoi(v) : dflt;
+  };
+  const int mode = env_int("REPLAYSSM_R1P", -1);
+  const bool kda = is_kda(d);
+  const int64_t G = d.HV / d.H, rb = G * d.V, ss = int64_t(dtype_size(sd));
+  const int64_t dsz = int64_t(dtype_size(pool.ring_d.dtype)), ksz = int64_t(dtype_size(pool.ring_k.dtype));
+  if (mode == 0 || d.K != R1B_K || d.L > 32 || !replay1_bulk_fits(st, ss, ReplayTile{int(G), int(d.V)}, d)) return p;
+  if (!bulk_records(pool.ring_d, rb * dsz) || (G > 1 && pool.ring_d.stride[2] != d.V) ||
+      !bulk_records(pool.ring_k, d.K * ksz) || (kda && !bulk_records(pool.ring_g, d.K * 4)))
+    return p;
+  const int64_t items = d.B * d.H;
+  if (mode != 1 && (!R1P_BY_DEFAULT || items < 2 * int64_t(sms))) return p;
+  const int64_t swb = int64_t(r1b_sweep_rows(kda, int(ss))) * R1B_K * ss;
+  const int64_t fixed =
+      r1p_layout(kda, int(d.K), int(d.L), int(G), int(rb), int(dsz), int(ksz), swb, 0).total * 4;
+  const int nst = int(std::min<int64_t>(env_int("REPLAYSSM_R1P_NST", R1P_MAX_STAGES),
+                                        std::min<int64_t>(R1P_MAX_STAGES, (227 * 1024 - fixed) / swb)));
+  if (nst < 2) return p;
+  p.use = true;
+  p.nst = nst;
+  p.pf = env_int("REPLAYSSM_R1P_PF", 2 * r1p_groups(kda));
+  p.lanes_copy = env_int("REPLAYSSM_R1P_LANES", 0) != 0;
+  p.grid = unsigned(std::min<int64_t>(items, sms));
+  p.smem = size_t(fixed + int64_t(nst) * swb);
+  return p;
+}
+
+// Per-item timelines of the persistent kernel (replay1p.cuh, r1p_stamp): with
+// R1P_TIMING=file, 16 stamps per item of the latest launch in mapped host
+// memory, written to the file at exit (scripts/r1p_timeline.py reads it).
+unsigned long long* r1p_timing(size_t items) {
+  static const char* path = std::getenv("R1P_TIMING");
+  static unsigned long long* host = nullptr;
+  static size_t n = 0;
+  constexpr size_t CAP = size_t(1) << 20;
+  if (!path || items > CAP) return nullptr;
+  if (!host) {
+    if (cudaHostAlloc(reinterpret_cast<void**>(&host), CAP * 128, cudaHostAllocMapped) != cudaSuccess) return host = nullptr;
+    std::atexit([] {
+      if (FILE* f = std::fopen(path, "wb")) {
+        std::fwrite(&n, sizeof(n), 1, f);
+        std::fwrite(host, 128, n, f);
+        std::fclose(f);
+      }
+    });
+  }
+  n = items;
+  unsigned long long* dev = nullptr;
+  return cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), host, 0) == cudaSuccess ? dev : nullptr;
+}
+
+// The cursor kernel of a replay step, the step's programmatic dependent.
+void launch_step_cursor(const ReplayArgs& a, bool commit_all, const Dims& d, const Exec& exec, const char* fn) {
+  CursorArgs c;
+  c.rings = a.rings;
+  c.slot = a.slot;
+  c.pad = a.pad;
+  c.S = d.S;
+  c.acc = a.acc;
+  c.op = CUR_STEP;
+  c.commit_all = commit_all;
+  c.T = a.T;
+  c.n = int(d.B);
+  c.status = exec.device_status;
+  launch_cursor(c, exec, /*after_step=*/true);
+  cuda_util::check_launch(fn);
+}
+
 // The replay step (data kernel + cursor kernel). With `dual`, the kernels
 // read the copy: bf16 / f16 copies as plain state rows (tile strides),
 // fp8 / nvfp4 through the decoding replay kernel (any T).
@@ -497,6 +597,21 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     a.d_vec = vec4(pool.ring_d, d.V);
     a.k_vec = vec4(pool.ring_k, d.K);
     a.g_vec = kda && vec4(pool.ring_g, d.K);
+    const Replay1PPlan pp = dual ? Replay1PPlan{} : replay1p_plan(a.st, pool, sd, d, sm_count());
+    if (pp.use) {
+      a.nh = int(G);
+      a.vt = int(d.V);
+      a.vtiles = 1;
+      a.nst = pp.nst;
+      a.rows = int(d.B);
+      a.rec_pf = pp.pf;
+      a.timing = r1p_timing(size_t(d.B * d.H));
+      a.lanes_copy = pp.lanes_copy;
+      dispatch<Replay1POp>(sd, kda, a, launch_of(pp.grid, 1, 1, r1p_threads(kda), pp.smem, exec));
+      cuda_util::check_launch(fn);
+      launch_step_cursor(a, commit_all, d, exec, fn);
+      return;
+    }
     const Replay1Plan plan = replay1_plan(a.st, a.qg, qf, sd, d, sm_count());
     const ReplayTile tile = plan.tile;
     a.nh = tile.nh;
@@ -563,19 +678,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     else dispatch<ReplayOp>(sd, kda, a, l);
   }
   cuda_util::check_launch(fn);
-  CursorArgs c;
-  c.rings = a.rings;
-  c.slot = a.slot;
-  c.pad = a.pad;
-  c.S = d.S;
-  c.acc = a.acc;
-  c.op = CUR_STEP;
-  c.commit_all = commit_all;
-  c.T = a.T;
-  c.n = int(d.B);
-  c.status = exec.device_status;
-  launch_cursor(c, exec, /*after_step=*/true);
-  cuda_util::check_launch(fn);
+  launch_step_cursor(a, commit_all, d, exec, fn);
 }
 
 // Shared memory of the dual fold kernel, checked (callers check it before
@@ -655,6 +758,18 @@ Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLay
   }
   const Replay1Plan p = replay1_plan(st, qg, qf, state, d, sms);
   return Replay1Choice{p.tile.nh, p.tile.vt, p.ld, p.bulk, p.qbulk, int64_t(p.smem)};
+}
+
+Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms) {
+  void* const at = reinterpret_cast<void*>(uintptr_t(256));
+  const StateView st{at, d.HV * d.V * d.K, d.V * d.K, d.K};
+  DeltaPool pool;
+  pool.ring_d = Tensor::view(at, d_dtype, {d.S, d.R, d.HV, d.V}, Device::cuda);
+  pool.ring_k = Tensor::view(at, k_dtype, {d.S, d.R, d.H, d.K}, Device::cuda);
+  pool.ring_g = is_kda(d) ? Tensor::view(at, DType::f32, {d.S, d.R, d.HV, d.K}, Device::cuda)
+                          : Tensor::view(at, DType::f32, {d.S, d.R, d.HV}, Device::cuda);
+  const Replay1PPlan p = replay1p_plan(st, pool, state, d, sms);
+  return Replay1PChoice{p.use, p.nst, int64_t(p.grid), int64_t(p.smem)};
 }
 
 void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num_accepted,

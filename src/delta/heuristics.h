@@ -174,6 +174,12 @@ inline int replay_spec_prefetch_distance(bool kda, int64_t B, int sm_count) {
   return kda && B >= 32 ? 2 * std::max(sm_count, 1) / 2 : 0;
 }
 
+// The persistent T = 1 kernel (replay1p.cuh) is opt-in (REPLAYSSM_R1P=1):
+// its stream measured at ~10 GB/s per SM with one block per SM, against the
+// ~26 GB/s of replay1.cuh's two blocks (GDN HV64 fp32 B = 256 1080 against
+// 325 µs; docs/perf_notes_delta.md v21).
+inline constexpr bool R1P_BY_DEFAULT = false;
+
 struct ReplayTile {
   int nh;  // value heads per block (a divisor of G); > 1 only with vt = V
   int vt;  // rows of V per head per block

@@ -138,9 +138,11 @@ struct ReplayArgs {
   QuantGeom qg;  // QF_FP8 / QF_NVFP4 kernels
   int32_t* status = nullptr;
   int ld = 0;  // T = 1 bulk streams: d records per block in shared memory (heuristics.h, replay1_ld)
-#if defined(REPLAYSSM_R1_TIMING)
-  unsigned long long* timing = nullptr;  // per-block timeline stamps (replay1.cuh, R1_STAMP)
-#endif
+  int nst = 0, rows = 0;  // persistent T = 1 kernel (replay1p.cuh): its stages, the batch's rows
+  bool lanes_copy = false;  // persistent T = 1 kernel: its producer warp copies by 16-byte cp.async (else bulk copies)
+  // Timeline stamps: per block (replay1.cuh, R1_STAMP; builds with
+  // REPLAYSSM_R1_TIMING) or per item (replay1p.cuh, R1P_TIMING=file at run time).
+  unsigned long long* timing = nullptr;
 };
 
 // Fold of the committed records: materialize (out) or flush (in place).

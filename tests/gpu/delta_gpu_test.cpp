@@ -574,10 +574,9 @@ TEST_P(DeltaGpuSpeculativeWindows, MatchCpu) {
 RSSM_GPU_TEST_PARTS(DeltaGpuSpeculativeWindows);
 
 // Long run: 2,000 steps at batch 2, L = 16, checkpoints compared after flushes.
-TEST(DeltaGpu, LongRun) {
-  RSSM_SKIP_WITHOUT_GPU();
-  for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda}) {
-    const Cfg c{f, {2, 4, 64, 64}, DType::f32, DType::bf16};
+void long_run(const std::vector<Cfg>& cfgs) {
+  for (const Cfg& c : cfgs) {
+    const DeltaFamily f = c.f;
     SCOPED_TRACE(name(c));
     std::mt19937 rng(7);
     const int64_t B = 2, S = 3, L = 16;
@@ -596,6 +595,141 @@ TEST(DeltaGpu, LongRun) {
         if (::testing::Test::HasFailure()) return;
       }
     }
+  }
+}
+
+TEST(DeltaGpu, LongRun) {
+  RSSM_SKIP_WITHOUT_GPU();
+  long_run({{DeltaFamily::gdn, {2, 4, 64, 64}, DType::f32, DType::bf16},
+            {DeltaFamily::kda, {2, 4, 64, 64}, DType::f32, DType::bf16}});
+}
+
+// The persistent T = 1 kernel (replay1p.cuh) is taken from two items per SM
+// on; REPLAYSSM_R1P=1 takes it at any batch (=0 never), so these tests run
+// it on small grids: blocks with one item, with several (the grid is
+// min(items, SMs)), pad rows, flushes and random ring starts.
+struct R1PMode {
+  explicit R1PMode(const char* v) { setenv("REPLAYSSM_R1P", v, 1); }
+  ~R1PMode() { unsetenv("REPLAYSSM_R1P"); }
+};
+
+// Against the fp64 reference every step: K = 128 heads (GDN G = 2, KDA),
+// f32 / bf16 / f16 states, bf16 and fp32 records and activations, L = 4
+// (flushes at steps 4 and 8), 3 rows with a pad row; GDN HV64 at 5 rows.
+TEST(DeltaGpu, PersistentStep) {
+  RSSM_SKIP_WITHOUT_GPU();
+  R1PMode on("1");
+  const DType F = DType::f32, H = DType::bf16;
+  std::vector<Cfg> cfgs;
+  for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda})
+    for (DType st : {DType::f32, DType::bf16, DType::f16}) cfgs.push_back({f, {1, f == DeltaFamily::kda ? 1 : 2, 128, 128}, st});
+  cfgs.push_back({DeltaFamily::gdn, {2, 4, 128, 128}, F, F, F, H});
+  cfgs.push_back({DeltaFamily::kda, {2, 2, 128, 128}, H, F, F, H, false});
+  uint32_t seed = 300;
+  for (const Cfg& c : cfgs) {
+    SCOPED_TRACE(name(c));
+    replay_run(c, 3, 6, 4, 1, 10, seed++, true);
+    if (::testing::Test::HasFailure()) return;
+  }
+  for (const Cfg& c : {Cfg{DeltaFamily::gdn, {16, 64, 128, 128}}, Cfg{DeltaFamily::kda, {32, 32, 128, 128}, H}}) {
+    SCOPED_TRACE(name(c) + " 5 rows");
+    replay_run(c, 5, 7, 4, 1, 6, seed++, false);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+// The persistent kernel's launch choice (no GPU needed): by default as
+// R1P_BY_DEFAULT says (off: slower, heuristics.h); with REPLAYSSM_R1P=1 at the
+// production shapes at any batch, not beyond L = 32, its stages filling what
+// its buffers leave of 227 KiB (GDN fp32 d records: three 32 KiB stages; bf16
+// d: four; KDA fp32: seven of 16 KiB); REPLAYSSM_R1P=0 never.
+TEST(DeltaGpu, PersistentLaunchChoice) {
+  const int sms = 132;
+  auto dims = [](DeltaFamily f, int64_t H, int64_t HV, int64_t B, int64_t L) {
+    delta::Dims d;
+    d.family = f;
+    d.B = B, d.T = 1, d.H = H, d.HV = HV, d.K = 128, d.V = 128, d.S = B + 1, d.L = L, d.R = L + 1;
+    return d;
+  };
+  const DType F = DType::f32, H = DType::bf16;
+  EXPECT_EQ(delta::cuda::replay1p_choice(dims(DeltaFamily::gdn, 16, 64, 256, 16), F, F, H, sms).use,
+            delta::cuda_impl::R1P_BY_DEFAULT);
+  R1PMode on("1");
+  for (int64_t B : {1, 32, 64, 256, 512}) {
+    const auto g = delta::cuda::replay1p_choice(dims(DeltaFamily::gdn, 16, 64, B, 16), F, F, H, sms);
+    EXPECT_TRUE(g.use) << B;
+    EXPECT_EQ(g.nst, 3) << B;
+    EXPECT_EQ(g.grid, std::min<int64_t>(B * 16, sms)) << B;
+    EXPECT_LE(g.smem, 227 * 1024) << B;
+  }
+  EXPECT_EQ(delta::cuda::replay1p_choice(dims(DeltaFamily::gdn, 16, 64, 256, 16), H, H, H, sms).nst, 4);
+  const auto k = delta::cuda::replay1p_choice(dims(DeltaFamily::kda, 32, 32, 256, 16), F, F, H, sms);
+  EXPECT_TRUE(k.use);
+  EXPECT_EQ(k.nst, 7);
+  EXPECT_LE(k.smem, 227 * 1024);
+  EXPECT_TRUE(delta::cuda::replay1p_choice(dims(DeltaFamily::kda, 32, 32, 256, 32), F, F, H, sms).use);
+  EXPECT_FALSE(delta::cuda::replay1p_choice(dims(DeltaFamily::gdn, 16, 64, 256, 64), F, F, H, sms).use);
+  R1PMode off("0");
+  EXPECT_FALSE(delta::cuda::replay1p_choice(dims(DeltaFamily::gdn, 16, 64, 256, 16), F, F, H, sms).use);
+}
+
+// 2,000 steps of the persistent kernel at batch 2 (L = 16, flushes every
+// 16th step), checkpoints against the reference after each flush.
+TEST(DeltaGpu, PersistentLongRun) {
+  RSSM_SKIP_WITHOUT_GPU();
+  R1PMode on("1");
+  long_run({{DeltaFamily::gdn, {1, 2, 128, 128}, DType::f32, DType::bf16},
+            {DeltaFamily::kda, {2, 2, 128, 128}, DType::f32, DType::bf16}});
+}
+
+// The persistent kernel and replay1.cuh's blocks compute the same
+// arithmetic: at the production tiles (40 rows: several items per block,
+// flushes at L = 4) their outputs, states and rings are the same bytes. The
+// persistent step is captured once in a CUDA graph and replayed 200 times
+// with new inputs in the same buffers, beside the block kernel's eager steps.
+TEST(DeltaGpu, PersistentMatchesBlockKernel) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const Cfg cfgs[] = {{DeltaFamily::gdn, {16, 64, 128, 128}},
+                      {DeltaFamily::gdn, {16, 64, 128, 128}, DType::bf16},
+                      {DeltaFamily::kda, {32, 32, 128, 128}},
+                      {DeltaFamily::kda, {32, 32, 128, 128}, DType::bf16, DType::bf16, DType::bf16, DType::bf16}};
+  uint32_t seed = 320;
+  for (const Cfg& c : cfgs) {
+    SCOPED_TRACE(name(c));
+    const int64_t B = 40, S = 43, L = 4;
+    std::mt19937 ra(seed), rb(seed);
+    Pool pa(c, S, L, 1, ra), pb(c, S, L, 1, rb);  // the same contents
+    std::mt19937 rng(seed + 1);
+    Pair slot = make_slots(B, S, 7, -1, rng);
+    Inputs in(c, {B, 1}, rng);
+    CapturedGraph graph;
+    {
+      R1PMode on("1");
+      graph.capture([&] {
+        delta_replay_step(c.f, in.step(true, slot, -1), pb.view(true), Tensor{}, true, graph.exec(cuda_exec()));
+      });
+    }
+    for (int it = 0; it < 200; ++it) {
+      Inputs fresh(c, {B, 1}, rng);
+      for (auto m : {&Inputs::q, &Inputs::k, &Inputs::v, &Inputs::g, &Inputs::beta}) (in.*m).d->upload((fresh.*m).h);
+      in.poison();
+      {
+        R1PMode off("0");
+        delta_replay_step(c.f, in.step(true, slot, -1), pa.view(true), Tensor{}, true, cuda_exec());
+      }
+      sync();
+      const HostTensor oa = in.o.fetch();
+      in.poison();
+      graph.replay();
+      sync();
+      EXPECT_TRUE(in.o.fetch().bytes_equal(oa)) << "o, step " << it;
+      if (it % 50 == 3 || it == 199) {
+        for (auto m : {&Pool::state, &Pool::rd, &Pool::rk, &Pool::rks, &Pool::rg, &Pool::cur})
+          EXPECT_TRUE((pa.*m).fetch().bytes_equal((pb.*m).fetch())) << "pool, step " << it;
+      }
+      if (::testing::Test::HasFailure()) return;
+    }
+    ++seed;
   }
 }
 
