@@ -416,12 +416,20 @@ __global__ void __launch_bounds__(r1p_threads(KDA), 1) delta_replay1p_kernel(Rep
           gsync();
           if (gt == 0) r1p_stamp(a, it, 5);
           // Phase 3: per row the history terms (a flush: none; its fold
-          // weights d_j c_j are formed by the consumers from the records).
+          // weights d_j c_j, formed here from fp32 records, by the consumers
+          // from 16-bit ones).
           for (int r0 = gt; r0 < RB; r0 += 2 * R1P_GROUP) {
             const int r1 = r0 + R1P_GROUP;
             const bool two = r1 < RB;
             const int h0 = div_small(r0, V), h1 = two ? div_small(r1, V) : h0;
             float hk0 = 0.f, hq0 = 0.f, hk1 = 0.f, hq1 = 0.f;
+            if (flush && !KDA && dsz == 4) {  // the fold weights d_j c_j in place (as replay1.cuh)
+              float* const DT = reinterpret_cast<float*>(DTR);
+              for (int j = 0; j < n_old; ++j) {
+                DT[j * RB + r0] *= CO[h0 * L + j];
+                if (two) DT[j * RB + r1] *= CO[h1 * L + j];
+              }
+            }
             if (!flush) {
 #pragma unroll 4
               for (int j = 0; j < n_old; ++j) {
@@ -532,24 +540,36 @@ __global__ void __launch_bounds__(r1p_threads(KDA), 1) delta_replay1p_kernel(Rep
 #pragma unroll
               for (int e = 0; e < E; ++e) f[i][e] *= KDA ? e0r[e] : e0;
             }
-            for (int j = 0; j < n_old; ++j) {
-              float w[FG];
-#pragma unroll
-              for (int i = 0; i < FG; ++i) {
-                const float d = dsz == 4 ? reinterpret_cast<const float*>(DTR)[j * RB + rc[i]]
-                                         : widen_bits(reinterpret_cast<const uint16_t*>(DTR)[j * RB + rc[i]], rg.d_dt);
-                w[i] = KDA ? d : d * CO[hc[i] * L + j];
-              }
-              const float* kv = KV + j * K + lr * E;
-#pragma unroll
-              for (int e = 0; e < E; e += 4) {
-                const float4 k4 = *reinterpret_cast<const float4*>(kv + e);
+            // fp32 records hold the weights d_j c_j (the group scaled them,
+            // GDN); 16-bit ones are widened and scaled here. Two records
+            // per step keep their shared-memory loads in flight together.
+            auto fold = [&](auto f32_c) {
+              constexpr bool F32 = decltype(f32_c)::value;
+#pragma unroll 2
+              for (int j = 0; j < n_old; ++j) {
+                float w[FG];
 #pragma unroll
                 for (int i = 0; i < FG; ++i) {
-                  f[i][e] += w[i] * k4.x; f[i][e + 1] += w[i] * k4.y; f[i][e + 2] += w[i] * k4.z; f[i][e + 3] += w[i] * k4.w;
+                  if constexpr (F32) {
+                    w[i] = reinterpret_cast<const float*>(DTR)[j * RB + rc[i]];
+                  } else {
+                    const float d = widen_bits(reinterpret_cast<const uint16_t*>(DTR)[j * RB + rc[i]], rg.d_dt);
+                    w[i] = KDA ? d : d * CO[hc[i] * L + j];
+                  }
+                }
+                const float* kv = KV + j * K + lr * E;
+#pragma unroll
+                for (int e = 0; e < E; e += 4) {
+                  const float4 k4 = *reinterpret_cast<const float4*>(kv + e);
+#pragma unroll
+                  for (int i = 0; i < FG; ++i) {
+                    f[i][e] += w[i] * k4.x; f[i][e + 1] += w[i] * k4.y; f[i][e + 2] += w[i] * k4.z; f[i][e + 3] += w[i] * k4.w;
+                  }
                 }
               }
-            }
+            };
+            if (dsz == 4) fold(std::true_type{});
+            else fold(std::false_type{});
 #pragma unroll
             for (int i = 0; i < FG; ++i) {
               const int r = r0 + (u0 + i) * RPL + sub;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "delta/backend.h"
+#include "delta/heuristics.h"
 #include "gpu_util.h"
 #include "replayssm/delta.h"
 
