@@ -175,9 +175,12 @@ inline int replay_spec_prefetch_distance(bool kda, int64_t B, int sm_count) {
 }
 
 // The persistent T = 1 kernel (replay1p.cuh) is opt-in (REPLAYSSM_R1P=1):
-// its stream measured at ~10 GB/s per SM with one block per SM, against the
-// ~26 GB/s of replay1.cuh's two blocks (GDN HV64 fp32 B = 256 1080 against
-// 325 µs; docs/perf_notes_delta.md v21).
+// slower than replay1.cuh's blocks at every measured row (B = 256: GDN HV64
+// fp32 385.8 against 325.5 µs, bf16 404.0 / 266.8, KDA fp32 413.0 / 279.5;
+// bench/results/2026-12-03_h200_t1_persistent_bd890f3.jsonl): items dealt
+// statically leave blocks with more flushing items late, and eight consumer
+// warps reduce bf16 / KDA items slower than the stream brings them
+// (docs/perf_notes_delta.md v21).
 inline constexpr bool R1P_BY_DEFAULT = false;
 
 struct ReplayTile {
