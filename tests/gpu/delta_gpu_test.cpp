@@ -373,24 +373,26 @@ TEST(DeltaGpu, Bf16StateReadsMatchCpuBeforeAFlush) {
   }
 }
 
+// The dimensions of a T = 1 step at K = V = 128 (the launch-choice tests).
+delta::Dims t1_dims(DeltaFamily f, int64_t H, int64_t HV, int64_t B, int64_t L) {
+  delta::Dims d;
+  d.family = f;
+  d.B = B, d.T = 1, d.H = H, d.HV = HV, d.K = 128, d.V = 128, d.S = B + 1, d.L = L, d.R = L + 1;
+  return d;
+}
+
 // The T = 1 launcher's choice for long rings (no GPU needed): at L = 32 a
 // whole GDN key head (KDA head) per block keeps its two (three) resident
 // blocks per SM by holding fewer d records in shared memory, as the
 // LongRingProductionTiles test below runs it; L = 16 keeps all of them.
 TEST(DeltaGpu, LongRingLaunchChoice) {
   const int sms = 132;
-  auto dims = [](DeltaFamily f, int64_t H, int64_t HV, int64_t B, int64_t L) {
-    delta::Dims d;
-    d.family = f;
-    d.B = B, d.T = 1, d.H = H, d.HV = HV, d.K = 128, d.V = 128, d.S = B + 1, d.L = L, d.R = L + 1;
-    return d;
-  };
   for (DType st : {DType::f32, DType::bf16}) {
-    const auto g16 = delta::cuda::replay1_choice(dims(DeltaFamily::gdn, 16, 64, 256, 16), st, sms);
+    const auto g16 = delta::cuda::replay1_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 16), st, sms);
     EXPECT_EQ(g16.nh, 4);
     EXPECT_EQ(g16.ld, 16);
     for (int64_t B : {34, 256}) {
-      const auto g = delta::cuda::replay1_choice(dims(DeltaFamily::gdn, 16, 64, B, 32), st, sms);
+      const auto g = delta::cuda::replay1_choice(t1_dims(DeltaFamily::gdn, 16, 64, B, 32), st, sms);
       EXPECT_EQ(g.nh, 4) << B;
       EXPECT_EQ(g.vt, 128) << B;
       EXPECT_TRUE(g.bulk);
@@ -399,9 +401,9 @@ TEST(DeltaGpu, LongRingLaunchChoice) {
     }
   }
   for (DType st : {DType::f32, DType::bf16}) {
-    const auto k16 = delta::cuda::replay1_choice(dims(DeltaFamily::kda, 32, 32, 256, 16), st, sms);
+    const auto k16 = delta::cuda::replay1_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 16), st, sms);
     EXPECT_EQ(k16.ld, 16);
-    const auto k = delta::cuda::replay1_choice(dims(DeltaFamily::kda, 32, 32, 17, 32), st, sms);
+    const auto k = delta::cuda::replay1_choice(t1_dims(DeltaFamily::kda, 32, 32, 17, 32), st, sms);
     EXPECT_EQ(k.vt, 128);
     EXPECT_TRUE(k.bulk);
     EXPECT_LT(k.ld, 32);
@@ -646,32 +648,26 @@ TEST(DeltaGpu, PersistentStep) {
 // d: four; KDA fp32: seven of 16 KiB); REPLAYSSM_R1P=0 never.
 TEST(DeltaGpu, PersistentLaunchChoice) {
   const int sms = 132;
-  auto dims = [](DeltaFamily f, int64_t H, int64_t HV, int64_t B, int64_t L) {
-    delta::Dims d;
-    d.family = f;
-    d.B = B, d.T = 1, d.H = H, d.HV = HV, d.K = 128, d.V = 128, d.S = B + 1, d.L = L, d.R = L + 1;
-    return d;
-  };
   const DType F = DType::f32, H = DType::bf16;
-  EXPECT_EQ(delta::cuda::replay1p_choice(dims(DeltaFamily::gdn, 16, 64, 256, 16), F, F, H, sms).use,
+  EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 16), F, F, H, sms).use,
             delta::cuda_impl::R1P_BY_DEFAULT);
   R1PMode on("1");
   for (int64_t B : {1, 32, 64, 256, 512}) {
-    const auto g = delta::cuda::replay1p_choice(dims(DeltaFamily::gdn, 16, 64, B, 16), F, F, H, sms);
+    const auto g = delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, B, 16), F, F, H, sms);
     EXPECT_TRUE(g.use) << B;
     EXPECT_EQ(g.nst, 3) << B;
     EXPECT_EQ(g.grid, std::min<int64_t>(B * 16, sms)) << B;
     EXPECT_LE(g.smem, 227 * 1024) << B;
   }
-  EXPECT_EQ(delta::cuda::replay1p_choice(dims(DeltaFamily::gdn, 16, 64, 256, 16), H, H, H, sms).nst, 4);
-  const auto k = delta::cuda::replay1p_choice(dims(DeltaFamily::kda, 32, 32, 256, 16), F, F, H, sms);
+  EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 16), H, H, H, sms).nst, 4);
+  const auto k = delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 16), F, F, H, sms);
   EXPECT_TRUE(k.use);
   EXPECT_EQ(k.nst, 7);
   EXPECT_LE(k.smem, 227 * 1024);
-  EXPECT_TRUE(delta::cuda::replay1p_choice(dims(DeltaFamily::kda, 32, 32, 256, 32), F, F, H, sms).use);
-  EXPECT_FALSE(delta::cuda::replay1p_choice(dims(DeltaFamily::gdn, 16, 64, 256, 64), F, F, H, sms).use);
+  EXPECT_TRUE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 32), F, F, H, sms).use);
+  EXPECT_FALSE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 64), F, F, H, sms).use);
   R1PMode off("0");
-  EXPECT_FALSE(delta::cuda::replay1p_choice(dims(DeltaFamily::gdn, 16, 64, 256, 16), F, F, H, sms).use);
+  EXPECT_FALSE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 16), F, F, H, sms).use);
 }
 
 // 2,000 steps of the persistent kernel at batch 2 (L = 16, flushes every
