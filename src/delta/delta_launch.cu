@@ -512,28 +512,40 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   return p;
 }
 
-// Per-item timelines of the persistent kernel (replay1p.cuh, r1p_stamp): with
-// R1P_TIMING=file, 16 stamps per item of the latest launch in mapped host
-// memory, written to the file at exit (scripts/r1p_timeline.py reads it).
-unsigned long long* r1p_timing(size_t items) {
-  static const char* path = std::getenv("R1P_TIMING");
-  static unsigned long long* host = nullptr;
-  static size_t n = 0;
-  constexpr size_t CAP = size_t(1) << 20;
-  if (!path || items > CAP) return nullptr;
-  if (!host) {
-    if (cudaHostAlloc(reinterpret_cast<void**>(&host), CAP * 128, cudaHostAllocMapped) != cudaSuccess) return host = nullptr;
-    std::atexit([] {
-      if (FILE* f = std::fopen(path, "wb")) {
-        std::fwrite(&n, sizeof(n), 1, f);
-        std::fwrite(host, 128, n, f);
-        std::fclose(f);
-      }
-    });
+// Timeline stamps in mapped host memory, 16 per record (a replay1.cuh block
+// or a replay1p.cuh item) of the latest launch, written at exit to the file
+// that the environment variable named in `t` gives (size_t count, then the
+// records; scripts/r1_timeline.py, r1p_timeline.py). Null when it is unset,
+// when the launch has more than t.cap records, or when allocation fails.
+struct TimelineDump {
+  const char* path;
+  size_t cap;
+  unsigned long long* host = nullptr;
+  size_t n = 0;
+};
+unsigned long long* timeline_stamps(TimelineDump& t, size_t records) {
+  static TimelineDump* dumps[2] = {};  // its two users, in the order of their first launch
+  if (!t.path || records > t.cap) return nullptr;
+  if (!t.host) {
+    if (cudaHostAlloc(reinterpret_cast<void**>(&t.host), t.cap * 128, cudaHostAllocMapped) != cudaSuccess) {
+      t.host = nullptr;
+      t.path = nullptr;
+      return nullptr;
+    }
+    if (!dumps[0] && !dumps[1])
+      std::atexit([] {
+        for (TimelineDump* d : dumps)
+          if (FILE* f = d ? std::fopen(d->path, "wb") : nullptr) {
+            std::fwrite(&d->n, sizeof(d->n), 1, f);
+            std::fwrite(d->host, 128, d->n, f);
+            std::fclose(f);
+          }
+      });
+    dumps[dumps[0] ? 1 : 0] = &t;
   }
-  n = items;
+  t.n = records;
   unsigned long long* dev = nullptr;
-  return cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), host, 0) == cudaSuccess ? dev : nullptr;
+  return cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), t.host, 0) == cudaSuccess ? dev : nullptr;
 }
 
 // The cursor kernel of a replay step, the step's programmatic dependent.
@@ -605,7 +617,8 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
       a.nst = pp.nst;
       a.rows = int(d.B);
       a.rec_pf = pp.pf;
-      a.timing = r1p_timing(size_t(d.B * d.H));
+      static TimelineDump items{std::getenv("R1P_TIMING"), size_t(1) << 20};  // per item (replay1p.cuh)
+      a.timing = timeline_stamps(items, size_t(d.B * d.H));
       a.lanes_copy = pp.lanes_copy;
       dispatch<Replay1POp>(sd, kda, a, launch_of(pp.grid, 1, 1, r1p_threads(kda), pp.smem, exec));
       cuda_util::check_launch(fn);
@@ -623,26 +636,9 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     const bool bulk = plan.bulk, qbulk = plan.qbulk;
     const size_t smem = plan.smem;
 #if defined(REPLAYSSM_R1_TIMING)
-    {  // per-block timelines (replay1.cuh): 16 stamps per block of the latest launch, dumped at exit
-      static unsigned long long* host = nullptr;
-      static size_t nblk = 0;
-      static const char* path = std::getenv("R1_TIMING");
-      constexpr size_t CAP = size_t(1) << 21;  // blocks
-      if (path && !host) {
-        if (cudaHostAlloc(reinterpret_cast<void**>(&host), CAP * 128, cudaHostAllocMapped) != cudaSuccess) host = nullptr;
-        std::atexit([] {
-          if (FILE* f = host ? std::fopen(path, "wb") : nullptr) {
-            std::fwrite(&nblk, sizeof(nblk), 1, f);
-            std::fwrite(host, 128, nblk, f);
-            std::fclose(f);
-          }
-        });
-      }
-      nblk = size_t((G / tile.nh) * a.vtiles) * size_t(d.H) * size_t(d.B);  // the launch's grid
-      if (host && nblk <= CAP) {
-        unsigned long long* dev = nullptr;
-        if (cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), host, 0) == cudaSuccess) a.timing = dev;
-      }
+    {  // per-block timelines (replay1.cuh, R1_STAMP)
+      static TimelineDump blocks{std::getenv("R1_TIMING"), size_t(1) << 21};
+      a.timing = timeline_stamps(blocks, size_t((G / tile.nh) * a.vtiles) * size_t(d.H) * size_t(d.B));
     }
 #endif
     check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda replay kernel's shared memory");

@@ -607,10 +607,10 @@ TEST(DeltaGpu, LongRun) {
             {DeltaFamily::kda, {2, 4, 64, 64}, DType::f32, DType::bf16}});
 }
 
-// The persistent T = 1 kernel (replay1p.cuh) is taken from two items per SM
-// on; REPLAYSSM_R1P=1 takes it at any batch (=0 never), so these tests run
-// it on small grids: blocks with one item, with several (the grid is
-// min(items, SMs)), pad rows, flushes and random ring starts.
+// The persistent T = 1 kernel (replay1p.cuh) is opt-in: REPLAYSSM_R1P=1
+// takes it at any batch (=0 never; unset: as R1P_BY_DEFAULT), so these
+// tests run it on small grids too: blocks with one item, with several (the
+// grid is min(items, SMs)), pad rows, flushes and random ring starts.
 struct R1PMode {
   explicit R1PMode(const char* v) { setenv("REPLAYSSM_R1P", v, 1); }
   ~R1PMode() { unsetenv("REPLAYSSM_R1P"); }
@@ -625,7 +625,8 @@ TEST(DeltaGpu, PersistentStep) {
   const DType F = DType::f32, H = DType::bf16;
   std::vector<Cfg> cfgs;
   for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda})
-    for (DType st : {DType::f32, DType::bf16, DType::f16}) cfgs.push_back({f, {1, f == DeltaFamily::kda ? 1 : 2, 128, 128}, st});
+    for (DType st : {DType::f32, DType::bf16, DType::f16})
+      cfgs.push_back({f, {1, f == DeltaFamily::kda ? 1 : 2, 128, 128}, st});
   cfgs.push_back({DeltaFamily::gdn, {2, 4, 128, 128}, F, F, F, H});
   cfgs.push_back({DeltaFamily::kda, {2, 2, 128, 128}, H, F, F, H, false});
   uint32_t seed = 300;
