@@ -99,8 +99,9 @@ enum class SsmOp : int8_t {
 // of range, accepted count outside [1, pending]); the offending row is then
 // skipped. check_device_status() synchronises, reads and clears it, and
 // throws when a bit is set. The CPU backends validate everything up front.
-// workspace: see Workspace (cpu backend; the reference and cuda backends
-// need none and ignore it).
+// workspace: see Workspace (cpu backend: host memory; cuda backend: device
+// memory, used only by the persistent T = 1 delta replay step, see
+// delta_workspace_bytes; the reference backend needs none and ignores it).
 struct Exec {
   Backend backend = Backend::cpu;
   void* stream = nullptr;

@@ -584,7 +584,7 @@ size_t delta_workspace_bytes(DeltaFamily f, SsmOp op, const DeltaShape& s, int64
   check::require(L >= 0, fn, "L", "expected L >= 0, got " + std::to_string(L));
   const bool steps = op == SsmOp::decode || op == SsmOp::snapshot_decode || op == SsmOp::replay_step;
   if (steps) check::positive(fn, "T", T);
-  if (exec.backend != Backend::cpu) return 0;
+  if (exec.backend == Backend::reference) return 0;
   Dims d;
   d.family = f;
   d.B = B;
@@ -594,6 +594,7 @@ size_t delta_workspace_bytes(DeltaFamily f, SsmOp op, const DeltaShape& s, int64
   d.K = s.K;
   d.V = s.V;
   d.L = L;
+  if (exec.backend == Backend::cuda) return delta::cuda::workspace_bytes(op, d);
   return delta::cpu::workspace_plan(op, d, cpu_threads(exec.num_threads)).bytes();
 }
 

@@ -59,6 +59,11 @@ struct Replay1PChoice {
   int64_t grid = 0, smem = 0;
 };
 Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms);
+// Device workspace of `op` (Exec::workspace): the persistent T = 1 replay
+// step's scratch (delta_launch.cu, replay1p_plan) when it would be taken for
+// a contiguous pool with records of the state's dtype or fp32 (the larger);
+// 0 for every other operation.
+size_t workspace_bytes(SsmOp op, const Dims& d);
 // Dual-precision pools (pool.read_copy of layout `copy`; dual tensors
 // validated by dual::check_device_pool, the rest as for a single pool).
 void dual_replay_step(const DeltaStep& step, const DeltaPool& pool, const QuantLayout& copy,

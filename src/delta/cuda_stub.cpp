@@ -43,6 +43,7 @@ void dual_flush(const DeltaPool&, const QuantLayout&, const Tensor&, int64_t, co
 void dual_pack(const DeltaPool&, const QuantLayout&, const Tensor&, int64_t, const Dims&, const Exec&) {
   none("delta_reset_slot");
 }
+size_t workspace_bytes(SsmOp, const Dims&) { return 0; }
 
 }  // namespace replayssm::delta::cuda
 #endif

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "core/check.h"
@@ -465,21 +467,25 @@ bool bulk_records(const Tensor& t, int64_t bytes) {
   return ok;
 }
 
-// The persistent T = 1 kernel (replay1p.cuh): one block per SM over the
-// items (row, key head), each a whole key head (GDN: its G value heads) of
-// K = 128 rows contiguous in the state, records readable by bulk copies
-// (GDN's d records of a key head contiguous), the plain state (no read
-// copy), L <= 32, and (R1P_BY_DEFAULT) at least two items per SM. Its stages fill the shared
-// memory its result buffers and group scratch leave (at most
-// R1P_MAX_STAGES). REPLAYSSM_R1P=0 never takes it, =1 whenever it fits
-// (tests at small batches); REPLAYSSM_R1P_NST and REPLAYSSM_R1P_PF
-// override its stages and its L2 prefetch distance (measurements).
+// The persistent T = 1 step (replay1p.cuh): a preparation kernel of one
+// warp per item (row, key head), then one stream block per SM over the
+// items, each a whole key head (GDN: its G value heads) of K = 128 rows
+// contiguous in the state, records readable by bulk copies (GDN's d
+// records of a key head contiguous), the plain state (no read copy), L <=
+// 32, and (R1P_BY_DEFAULT) at least two items per SM. The stream's stages
+// fill the shared memory its NB result buffers and flush area leave (at
+// most R1P_MAX_STAGES). REPLAYSSM_R1P=0 never takes it, =1 whenever it fits
+// (tests at small batches); REPLAYSSM_R1P_NST, REPLAYSSM_R1P_NB and
+// REPLAYSSM_R1P_CHUNK override its stages, result buffers and items per
+// claim (measurements).
 struct Replay1PPlan {
   bool use = false;
-  int nst = 0, pf = 0;
+  int nst = 0, nb = 0, chunk = 1, nsw = 0;
   bool lanes_copy = false;
-  unsigned grid = 0;
-  size_t smem = 0;
+  unsigned grid = 0, prep_grid = 0;
+  size_t smem = 0, prep_smem = 0;
+  int64_t ps = 0;    // payload stride (floats)
+  size_t bytes = 0;  // device scratch
 };
 Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd, const Dims& d, int sms) {
   Replay1PPlan p;
@@ -491,25 +497,77 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   const bool kda = is_kda(d);
   const int64_t G = d.HV / d.H, rb = G * d.V, ss = int64_t(dtype_size(sd));
   const int64_t dsz = int64_t(dtype_size(pool.ring_d.dtype)), ksz = int64_t(dtype_size(pool.ring_k.dtype));
-  if (mode == 0 || d.K != R1B_K || d.L > 32 || !replay1_bulk_fits(st, ss, ReplayTile{int(G), int(d.V)}, d)) return p;
+  if (mode == 0 || d.K != R1B_K || d.L > 32 || d.V % 4 != 0 ||
+      !replay1_bulk_fits(st, ss, ReplayTile{int(G), int(d.V)}, d))
+    return p;
   if (!bulk_records(pool.ring_d, rb * dsz) || (G > 1 && pool.ring_d.stride[2] != d.V) ||
       !bulk_records(pool.ring_k, d.K * ksz) || (kda && !bulk_records(pool.ring_g, d.K * 4)))
     return p;
   const int64_t items = d.B * d.H;
   if (mode != 1 && (!R1P_BY_DEFAULT || items < 2 * int64_t(sms))) return p;
-  const int64_t swb = int64_t(r1b_sweep_rows(kda, int(ss))) * R1B_K * ss;
-  const int64_t fixed =
-      r1p_layout(kda, int(d.K), int(d.L), int(G), int(rb), int(dsz), int(ksz), swb, 0).total * 4;
+  const int64_t sw = r1b_sweep_rows(kda, int(ss)), swb = sw * R1B_K * ss;
+  const R1PRes rl = r1p_res(kda, int(d.K), int(d.L), int(G), int(rb));
+  const int nb = std::clamp(env_int("REPLAYSSM_R1P_NB", kda ? 8 : 6), 2, 16);
+  const int64_t fixed = r1p_layout(rl, int(d.L), int(rb), int(dsz), swb, 0, nb).total * 4;
   const int nst = int(std::min<int64_t>(env_int("REPLAYSSM_R1P_NST", R1P_MAX_STAGES),
                                         std::min<int64_t>(R1P_MAX_STAGES, (227 * 1024 - fixed) / swb)));
   if (nst < 2) return p;
   p.use = true;
   p.nst = nst;
-  p.pf = env_int("REPLAYSSM_R1P_PF", 2 * r1p_groups(kda));
+  p.nb = nb;
+  p.chunk = std::clamp(env_int("REPLAYSSM_R1P_CHUNK", kda ? 4 : 2), 1, R1P_MAX_CHUNK);
+  p.nsw = int((rb + sw - 1) / sw);
   p.lanes_copy = env_int("REPLAYSSM_R1P_LANES", 0) != 0;
-  p.grid = unsigned(std::min<int64_t>(items, sms));
+  p.grid = unsigned(std::min<int64_t>((items + p.chunk - 1) / p.chunk, sms));
   p.smem = size_t(fixed + int64_t(nst) * swb);
+  p.prep_grid = unsigned((items + P1_WARPS - 1) / P1_WARPS);
+  p.prep_smem = size_t(P1_WARPS * p1_layout(kda, int(d.K), int(d.L), int(G)).total * 4);
+  p.ps = rl.pay;
+  p.bytes = size_t(r1p_scratch_bytes(items, rl));
   return p;
+}
+
+// The persistent step's scratch: the caller's workspace (device memory),
+// else a buffer of the library per device and stream that only grows, its
+// older buffers kept (a captured graph may hold them); it cannot grow while
+// the stream is capturing (an error naming workspace: pass one, sized by
+// delta_workspace_bytes, or run a step of that size before capturing).
+void* replay1p_scratch(const char* fn, size_t bytes, const Exec& exec) {
+  if (exec.workspace.data) {
+    check::require(exec.workspace.bytes >= bytes, fn, "workspace",
+                   "the cuda replay step needs " + std::to_string(bytes) + " bytes of device workspace " +
+                       "(delta_workspace_bytes), got " + std::to_string(exec.workspace.bytes));
+    check::require(reinterpret_cast<uintptr_t>(exec.workspace.data) % WORKSPACE_ALIGN == 0, fn, "workspace",
+                   "expected " + std::to_string(WORKSPACE_ALIGN) + "-byte alignment");
+    cudaPointerAttributes at{};
+    const bool dev = cudaPointerGetAttributes(&at, exec.workspace.data) == cudaSuccess &&
+                     (at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged);
+    (void)cudaGetLastError();
+    check::require(dev, fn, "workspace", "the cuda backend needs device memory");
+    return exec.workspace.data;
+  }
+  struct Buf {
+    void* p = nullptr;
+    size_t bytes = 0;
+  };
+  static std::mutex mu;
+  static std::map<std::pair<int, void*>, Buf> bufs;
+  int dev = 0;
+  cuda_util::check(cudaGetDevice(&dev), fn, "workspace");
+  std::lock_guard<std::mutex> lock(mu);
+  Buf& b = bufs[{dev, exec.stream}];
+  if (b.bytes < bytes) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    (void)cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(exec.stream), &cs);
+    check::require(cs == cudaStreamCaptureStatusNone, fn, "workspace",
+                   "the cuda replay step needs " + std::to_string(bytes) +
+                       " bytes of device workspace and the stream is capturing: pass Exec::workspace " +
+                       "(delta_workspace_bytes) or run the step once before capturing");
+    void* p = nullptr;
+    cuda_util::check(cudaMalloc(&p, bytes), fn, "workspace");
+    b = Buf{p, bytes};  // the previous buffer stays allocated (captured graphs)
+  }
+  return b.p;
 }
 
 // Timeline stamps in mapped host memory, 16 per record (a replay1.cuh block
@@ -610,17 +668,30 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     a.k_vec = vec4(pool.ring_k, d.K);
     a.g_vec = kda && vec4(pool.ring_g, d.K);
     const Replay1PPlan pp = dual ? Replay1PPlan{} : replay1p_plan(a.st, pool, sd, d, sm_count());
-    if (pp.use) {
+    if (pp.use) {  // preparation, then the stream as its programmatic dependent
+      check::require(pp.smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda replay kernel's shared memory");
+      a.scr = replay1p_scratch(fn, pp.bytes, exec);
+      a.scr_ps = pp.ps;
       a.nh = int(G);
       a.vt = int(d.V);
       a.vtiles = 1;
       a.nst = pp.nst;
+      a.nb = pp.nb;
+      a.chunk = pp.chunk;
+      a.nsw = pp.nsw;
+      a.grid_s = int(pp.grid);
       a.rows = int(d.B);
-      a.rec_pf = pp.pf;
       static TimelineDump items{std::getenv("R1P_TIMING"), size_t(1) << 20};  // per item (replay1p.cuh)
       a.timing = timeline_stamps(items, size_t(d.B * d.H));
       a.lanes_copy = pp.lanes_copy;
-      dispatch<Replay1POp>(sd, kda, a, launch_of(pp.grid, 1, 1, r1p_threads(kda), pp.smem, exec));
+      // the claim-order lists' counters (the preparation sets the claim counter)
+      cuda_util::check(cudaMemsetAsync(a.scr, 0, 64, cuda_util::stream_of(exec)), fn, "workspace");
+      const Launch lp = launch_of(pp.prep_grid, 1, 1, P1_WARPS * 32, pp.prep_smem, exec);
+      kda ? launch_prep1<true>(a, lp) : launch_prep1<false>(a, lp);
+      cuda_util::check_launch(fn);
+      Launch l = launch_of(pp.grid, 1, 1, R1P_THREADS, pp.smem, exec);
+      l.dependent = true;
+      dispatch<Replay1POp>(sd, kda, a, l);
       cuda_util::check_launch(fn);
       launch_step_cursor(a, commit_all, d, exec, fn);
       return;
@@ -754,6 +825,26 @@ Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLay
   }
   const Replay1Plan p = replay1_plan(st, qg, qf, state, d, sms);
   return Replay1Choice{p.tile.nh, p.tile.vt, p.ld, p.bulk, p.qbulk, int64_t(p.smem)};
+}
+
+size_t workspace_bytes(SsmOp op, const Dims& d) {
+  if (op != SsmOp::replay_step || d.T != 1 || d.B < 1 || d.L < 1) return 0;
+  size_t m = 0;
+  for (DType sd : {DType::f32, DType::bf16, DType::f16}) {  // a contiguous pool of each state dtype
+    const StateView st{reinterpret_cast<void*>(uintptr_t(256)), d.HV * d.V * d.K, d.V * d.K, d.K};
+    for (DType rd : {sd, DType::f32}) {
+      void* const at = reinterpret_cast<void*>(uintptr_t(256));
+      const int64_t R = d.L + 1;
+      DeltaPool pool;
+      pool.ring_d = Tensor::view(at, rd, {1, R, d.HV, d.V}, Device::cuda);
+      pool.ring_k = Tensor::view(at, DType::f32, {1, R, d.H, d.K}, Device::cuda);
+      pool.ring_g = is_kda(d) ? Tensor::view(at, DType::f32, {1, R, d.HV, d.K}, Device::cuda)
+                              : Tensor::view(at, DType::f32, {1, R, d.HV}, Device::cuda);
+      const Replay1PPlan p = replay1p_plan(st, pool, sd, d, sm_count());
+      if (p.use) m = std::max(m, p.bytes);
+    }
+  }
+  return m;
 }
 
 Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms) {

@@ -27,8 +27,10 @@ template <DType SD, bool KDA> void launch_replay_mma(const ReplayArgs& a, const 
 template <DType SD, bool KDA> void launch_decode1(const RecArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_replay1_bulk(const ReplayArgs& a, const Launch& l);
-// The persistent T = 1 kernel with warp roles (replay1p.cuh; delta_replay1p.cu).
+// The persistent T = 1 step (replay1p.cuh; delta_replay1p.cu): its
+// preparation kernel, then its stream kernel (a programmatic dependent).
 template <DType SD, bool KDA> void launch_replay1p(const ReplayArgs& a, const Launch& l);
+template <bool KDA> void launch_prep1(const ReplayArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& l);
 // Dual pools: the replay kernels (any T; T = 1) on an fp8 / nvfp4 read copy (delta_kernels_fp8.cu,
 // delta_kernels_nvfp4.cu) and the high-precision fold + repack (dual_kernels.cu).

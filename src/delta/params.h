@@ -138,7 +138,12 @@ struct ReplayArgs {
   QuantGeom qg;  // QF_FP8 / QF_NVFP4 kernels
   int32_t* status = nullptr;
   int ld = 0;  // T = 1 bulk streams: d records per block in shared memory (heuristics.h, replay1_ld)
-  int nst = 0, rows = 0;  // persistent T = 1 kernel (replay1p.cuh): its stages, the batch's rows
+  // Persistent T = 1 step (replay1p.cuh): the stream's stages and result
+  // buffers, the batch's rows, items per claim, the stream's grid, sweeps per
+  // item; device scratch (counter, headers, payloads of scr_ps floats).
+  int nst = 0, nb = 0, rows = 0, chunk = 1, grid_s = 0, nsw = 0;
+  void* scr = nullptr;
+  int64_t scr_ps = 0;
   bool lanes_copy = false;  // persistent T = 1 kernel: its producer warp copies by 16-byte cp.async (else bulk copies)
   // Timeline stamps: per block (replay1.cuh, R1_STAMP; builds with
   // REPLAYSSM_R1_TIMING) or per item (replay1p.cuh, R1P_TIMING=file at run time).

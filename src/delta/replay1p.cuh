@@ -1,69 +1,70 @@
-// Persistent T = 1 replay step with warp roles (docs/perf_notes_delta.md v20c,
-// v21). The same math as replay1.cuh's bulk stream, one block per SM walking
-// the items (row, key head) blockIdx.x, + gridDim.x, ...:
-//   - a producer warp streams the items' state rows, in item order, into NST
-//     stages of shared memory (a.lanes_copy: 16-byte cp.async by its 32
-//     lanes; else one bulk copy per sweep), so the stream does not restart
-//     between items: the next item's first sweeps are in flight while the
-//     current one is reduced;
-//   - eight consumer warps reduce each sweep (replay1.cuh phase 4) and
-//     release its stage;
-//   - NPG preparing groups of four warps each run an item's record chain
-//     (slot, cursor, the records by bulk copies, the token, phases 2 and 3
-//     of replay1.cuh) into one of NB = NPG + 1 result buffers, items n ≡ g
-//     (mod NPG) for group g, so NPG chains are in flight while the stream
-//     runs.
-// Hand-offs are mbarriers: per stage `FULL` / `EMPTY`; per result buffer
-// `slt` (the slot is known: the item's sweeps may be issued), `rdy` (the
-// item is prepared), `fre` (the consumers are done with it). A flushing
-// item's fold reads its group's records (d_j, c_j ⊙ k̂_j), so that group
-// starts its next item once the flush is consumed. No wait closes a cycle:
-// a group's item n waits for items n − NB and (after a flush) n − NPG, both
-// consumed before the consumers reach n, and the producer waits for item n's
-// slot only once every sweep before it is issued.
-// Launched by delta_launch.cu (replay1p_plan: K = 128, whole heads, records
-// readable by bulk copies, no read copy) from two items per SM on.
+// Persistent T = 1 replay step in two kernels (docs/perf_notes_delta.md v21,
+// v22). The same math as replay1.cuh's bulk stream, split where its time
+// goes: the per-item record chain (slot → cursor → records → history terms,
+// one loaded DRAM round trip after another) and the state stream.
+//
+// 1. delta_prep1_kernel: one warp per item (row, key head), many resident
+//    warps per SM so the whole batch's chains are in flight at once (one
+//    wave at B = 256 for GDN HV64): slot, cursor and plan; the token (q̂, k̂,
+//    gates, β; its key and gate records appended); the record keys and the
+//    key products, the decays, and per row the history terms (replay1.cuh
+//    phases 1–3, the d records read straight from the ring). It writes per
+//    item a header (R1PItem) and a payload in the layout of the stream's
+//    result buffer (plus, for a flushing item, the fold's c_j and keys) into
+//    device scratch, and resets the stream's item counter.
+// 2. delta_replay1p_kernel, its programmatic dependent: one block per SM,
+//    - a loader warp claims items from the counter (chunks of a.chunk, the
+//      block's first chunk fixed) and copies each item's header and payload
+//      (a flushing item: also its d records from the ring) into one of NB
+//      result buffers;
+//    - a producer warp streams the items' state rows, in claim order, into
+//      NST stages (a.lanes_copy: 16-byte cp.async by its 32 lanes; else one
+//      bulk copy per sweep), so the stream does not restart between items;
+//    - eight consumer warps reduce each sweep (replay1.cuh phase 4; a
+//      flushing item folds, stores and reads its new checkpoint) and write
+//      the token's d record and output.
+//    Hand-offs are mbarriers: per stage FULL / EMPTY; per result buffer SLT
+//    (its header is known: the producer may issue the item's sweeps), RDY
+//    (its payload landed), FRE (the consumers are done with it). Items are
+//    claimed dynamically, so blocks whose items flush take fewer items.
+// Launched by delta_launch.cu (replay1p_plan: K = 128, whole key heads,
+// records readable by bulk copies, no read copy, L <= 32).
 #pragma once
 #include "delta/replay1.cuh"
 
 namespace replayssm::delta::cuda_impl {
 
 inline constexpr int R1P_CONSUMERS = REPLAY1_THREADS;  // the bulk stream's eight warps (r1b_sweep_rows)
-inline constexpr int R1P_GROUP = 128;                   // threads of a preparing group
+inline constexpr int R1P_THREADS = R1P_CONSUMERS + 64;  // + the loader warp + the producer warp
 inline constexpr int R1P_MAX_STAGES = 8;
-__host__ __device__ constexpr int r1p_groups(bool kda) { return kda ? 3 : 2; }
-// consumers, preparing groups, then the producer warp
-__host__ __device__ constexpr int r1p_threads(bool kda) { return R1P_CONSUMERS + r1p_groups(kda) * R1P_GROUP + 32; }
+inline constexpr int R1P_MAX_CHUNK = 8;   // items per claim
+inline constexpr int P1_WARPS = 4;        // warps (items) per preparation block
+inline constexpr int P1_MIN_BLOCKS = 6;   // resident per SM (80 registers; 8 at 64 was slower: v22)
 
-// What a group publishes of item n in info[n % NB].
+// An item's header: written by the preparation kernel, copied by the loader.
 struct R1PItem {
   int64_t s;     // the state row (nsw > 0)
   int64_t apos;  // ring position of the token's record
   int b, kh;
-  int nsw;    // sweeps issued for it (0: pad row or bad slot)
-  int flags;  // R1P_LIVE: reduce its sweeps (else drain them); R1P_FLUSH
-  int n_old;  // records folded (flush)
-  int grp;    // the group whose scratch holds its records
+  int nsw;    // sweeps to stream (0: pad row or rejected row; −1 in a buffer: no more items)
+  int flags;  // R1P_LIVE: reduce its sweeps; R1P_FLUSH
+  int n_old;  // records folded (flush) or in the history
+  int ost;    // ring position of the first of them
   float kq;   // k̂·q̂
   int pad_;
 };
 inline constexpr int R1P_LIVE = 1, R1P_FLUSH = 2;
+static_assert(sizeof(R1PItem) % 16 == 0, "headers are copied in 16-byte units");
 
-// Shared memory in floats: stages, mbarriers, item infos, NB result buffers,
-// NPG group scratches (offsets inside a buffer / scratch relative to it).
-struct R1PLayout {
-  int64_t stg, bar, info, res, res_sz, grp, grp_sz, total;
-  int64_t uk, uq, e0v, vs, hq, eu, e0, beta;                  // result buffer
-  int64_t kv, qv, kr, gs, dtr, kraw, dk, dq, co, ksc, misc;   // group scratch
+// An item's result buffer (and scratch payload), in floats: the vectors the
+// consumers read for every item; a flushing item's payload adds the fold's
+// decays (GDN [nh][L]) and keys ([n_old][K]: k̂_j, KDA c_j ⊙ k̂_j).
+struct R1PRes {
+  int64_t uk, uq, e0v, vs, hq, eu, e0, beta, sz;  // sz: the result buffer
+  int64_t co, kv, pay;                             // offsets of the flush part; pay: payload stride
 };
-__host__ __device__ inline R1PLayout r1p_layout(bool kda, int K, int L, int nh, int rb, int dsz, int ksz,
-                                                int64_t sweep_bytes, int nst) {
-  const int npg = r1p_groups(kda), nb = npg + 1;
-  R1PLayout l{};
-  int64_t o = 0;
-  l.stg = o; o += int64_t(nst) * sweep_bytes / 4;
-  l.bar = o; o += align4(2 * (2 * R1P_MAX_STAGES + 3 * nb + npg));
-  l.info = o; o += align4(nb * int64_t(sizeof(R1PItem) / 4));
+__host__ __device__ inline R1PRes r1p_res(bool kda, int K, int L, int nh, int rb) {
+  R1PRes l{};
   int64_t r = 0;
   l.uk = r; r += align4(K);
   l.uq = r; r += align4(K);
@@ -73,30 +74,52 @@ __host__ __device__ inline R1PLayout r1p_layout(bool kda, int K, int L, int nh, 
   l.eu = r; r += align4(nh);
   l.e0 = r; r += align4(nh);
   l.beta = r; r += align4(nh);
-  l.res_sz = r;
-  l.res = o; o += nb * r;
-  int64_t x = 0;
-  const int64_t L1 = int64_t(L) + 1;
-  l.kv = x; x += align4(L1 * K);
-  l.qv = x; x += align4(K);
-  l.kr = x; x += align4(K);
-  l.gs = x; x += align4(L1 * (kda ? K : nh));
-  l.dtr = x; x += align4((int64_t(L) * rb * dsz + 3) / 4);
-  l.kraw = x; x += align4((int64_t(L) * K * ksz + 3) / 4);
-  l.dk = x; x += align4(L);
-  l.dq = x; x += align4(L);
-  l.co = x; x += kda ? 0 : align4(int64_t(nh) * L);
-  l.ksc = x; x += align4(L);
-  l.misc = x; x += 4;
-  l.grp_sz = x;
-  l.grp = o; o += npg * x;
+  l.sz = r;
+  l.co = r; r += kda ? 0 : align4(int64_t(nh) * L);
+  l.kv = r; r += int64_t(L) * K;
+  l.pay = r;
+  return l;
+}
+
+// Device scratch of one step (delta_launch.cu, replay1p_scratch): the
+// stream's claim counter (u64) and the preparation's two list counters (u32,
+// zeroed by the launcher before each step), then nitems headers in claim
+// order (flushing items first: the most expensive are claimed first, so no
+// block ends on one), then nitems payloads (item b·H + kh at that index).
+__host__ __device__ inline int64_t r1p_hdr_offset() { return 64; }  // bytes
+__host__ __device__ inline int64_t r1p_pay_offset(int64_t nitems) {
+  return (r1p_hdr_offset() + nitems * int64_t(sizeof(R1PItem)) + 255) & ~int64_t(255);
+}
+__host__ __device__ inline int64_t r1p_scratch_bytes(int64_t nitems, const R1PRes& r) {
+  return r1p_pay_offset(nitems) + nitems * r.pay * 4;
+}
+
+// The stream kernel's shared memory in floats: stages, mbarriers, headers,
+// NB result buffers, the flush area (the fold's decays and keys as in the
+// payload, then the raw d records [L][RB] as stored).
+struct R1PLayout {
+  int64_t stg, bar, info, hs, res, fl, dtr, total;
+};
+__host__ __device__ inline R1PLayout r1p_layout(const R1PRes& r, int L, int rb, int dsz, int64_t sweep_bytes,
+                                                int nst, int nb) {
+  R1PLayout l{};
+  int64_t o = 0;
+  l.stg = o; o += int64_t(nst) * sweep_bytes / 4;
+  l.bar = o; o += align4(2 * (2 * R1P_MAX_STAGES + 3 * nb));
+  l.info = o; o += nb * int64_t(sizeof(R1PItem) / 4);
+  l.hs = o; o += R1P_MAX_CHUNK * int64_t(sizeof(R1PItem) / 4);
+  l.res = o; o += nb * r.sz;
+  l.fl = o; o += r.pay - r.sz;
+  l.dtr = o; o += align4((int64_t(L) * rb * dsz + 3) / 4);
   l.total = o;
   return l;
 }
 
 // Per-item timelines (a.timing: 16 stamps of %globaltimer per item, the
-// launcher's R1P_TIMING dump; scripts/r1p_timeline.py): stamps 0–6 by the
-// preparing group, 8–10 by the consumers, 11 the SM.
+// launcher's R1P_TIMING dump; scripts/r1p_timeline.py): 0 the loader claims
+// it, 1 its header is known, 2 its copies are issued; 8–10 the consumers
+// (start, first sweep landed, done); 11 the SM and flags; 12–15 its
+// preparing warp: start, end, the token prepared, the keys and decays done.
 __device__ __forceinline__ void r1p_stamp(const ReplayArgs& a, int64_t it, int i) {
   if (!a.timing) return;
   unsigned long long t;
@@ -104,55 +127,387 @@ __device__ __forceinline__ void r1p_stamp(const ReplayArgs& a, int64_t it, int i
   a.timing[it * 16 + i] = t;
 }
 
-// a.nh value heads (GDN: G, KDA: 1) of V rows per item, a.rows × H items,
-// a.nst stages, a.rec_pf: a group prefetches into L2 the records of the
-// block's item rec_pf after the one it just prepared (0: none).
+// ---- 1. the preparation kernel ----
+
+// Per-warp shared memory in floats.
+struct P1Layout {
+  int64_t kt, qv, kr, gs, co, dk, dq, total;
+};
+__host__ __device__ inline P1Layout p1_layout(bool kda, int K, int L, int nh) {
+  P1Layout l{};
+  int64_t o = 0;
+  l.kt = o; o += align4(K);  // k̂ of the token
+  l.qv = o; o += align4(K);  // q̂
+  l.kr = o; o += align4(K);  // raw k (its record)
+  l.gs = o; o += kda ? 0 : align4(int64_t(nh) * (L + 1));  // GDN gates [nh][L+1], the token's last
+  l.co = o; o += kda ? 0 : align4(int64_t(nh) * L);        // GDN c_j [nh][L]
+  l.dk = o; o += align4(L);
+  l.dq = o; o += align4(L);
+  l.total = o;
+  return l;
+}
+
+// One warp per item (row b, key head kh), items b·H + kh. Header and payload
+// into a.scr (r1p_hdr_offset / r1p_pay_offset; payload stride a.scr_ps
+// floats); a.nsw: the sweeps of a live item; a.chunk · a.grid_s: the
+// counter's first value (the stream blocks' first chunks are fixed).
+template <bool KDA>
+__global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kernel(ReplayArgs a) {
+  extern __shared__ float4 smem4[];
+  const TokenArgs& in = a.in;
+  const Rings& rg = a.rings;
+  const int K = in.K, V = in.V, L = rg.L, R = rg.R, H = in.H, nh = a.nh, RB = nh * V;
+  const int dsz = rg.d_dt == DType::f32 ? 4 : 2;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  char* const scr = static_cast<char*>(a.scr);
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    *reinterpret_cast<unsigned long long*>(scr) = (unsigned long long)a.chunk * a.grid_s;
+  unsigned* const lists = reinterpret_cast<unsigned*>(scr + 8);  // [0] flushing items, [1] the others (zeroed)
+  // the stream kernel's blocks may start (they wait for this grid before reading the scratch)
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  const int64_t nitems = int64_t(a.rows) * H;
+  const int64_t it = int64_t(blockIdx.x) * P1_WARPS + warp;
+  if (it >= nitems) return;
+  const P1Layout pl = p1_layout(KDA, K, L, nh);
+  const R1PRes rl = r1p_res(KDA, K, L, nh, RB);
+  float* const W = reinterpret_cast<float*>(smem4) + warp * pl.total;
+  float* const KT = W + pl.kt;
+  float* const QV = W + pl.qv;
+  float* const KR = W + pl.kr;
+  float* const GS = W + pl.gs;
+  float* const CO = W + pl.co;
+  float* const DK = W + pl.dk;
+  float* const DQ = W + pl.dq;
+  float* const P = reinterpret_cast<float*>(scr + r1p_pay_offset(nitems)) + it * a.scr_ps;
+  R1PItem* const hdr = reinterpret_cast<R1PItem*>(scr + r1p_hdr_offset());
+  if (lane == 0) r1p_stamp(a, it, 12);
+  const int b = int(it / H), kh = int(it - int64_t(b) * H), hv0 = kh * in.G;
+  const int64_t s = idx_at(a.slot, b);
+  R1PItem h{};
+  h.s = s;
+  h.b = b;
+  h.kh = kh;
+  auto publish = [&] {  // the header at its place in the claim order
+    __syncwarp();
+    if (lane == 0) {
+      const int64_t at = h.flags & R1P_FLUSH ? int64_t(atomicAdd(lists, 1u))
+                                             : nitems - 1 - int64_t(atomicAdd(lists + 1, 1u));
+      hdr[at] = h;
+      r1p_stamp(a, it, 13);
+    }
+  };
+  if (s == a.pad) {
+    for (int x = lane; x < RB; x += 32) {
+      const int hh = div_small(x, V);
+      out_at(in.o, b, 0, hv0 + hh, x - hh * V, 0.f);
+    }
+    publish();
+    return;
+  }
+  if (s < 0 || s >= a.S) {
+    if (lane == 0 && kh == 0) cuda_util::report(a.status, STATUS_BAD_SLOT);
+    publish();
+    return;
+  }
+  RingCursor c = cursor_at(rg, s);
+  int bad = cursor_ok(rg, c) ? 0 : STATUS_RING_OVERFLOW;
+  if (!bad) {
+    if (a.acc.p) {
+      if (!ring_commit(c, int32_t(idx_at(a.acc, b)))) bad = STATUS_BAD_ACCEPTED;
+    } else if (c.pending != 0) {
+      bad = STATUS_UNCOMMITTED;
+    }
+  }
+  if (bad) {
+    if (lane == 0 && kh == 0) cuda_util::report(a.status, bad);
+    publish();
+    return;
+  }
+  const StepPlan p = ring_plan_step(c, 1, L, R);
+  const bool flush = p.flush;
+  const int n_old = flush ? p.fold_count : p.hist_count;
+  const int ost = flush ? p.fold_start : p.hist_start;
+  const int64_t apos = p.append_start;
+  auto pos_of = [&](int j) { return int64_t(ring_pos_near(ost, j, R)); };
+  {  // the records into L2 while the token is prepared (lane j: record j)
+    const int64_t ke = rg.k_dt == DType::f32 ? 4 : 2;
+    for (int j = lane; j < n_old; j += 32) {
+      const int64_t pos = pos_of(j);
+      cuda_util::prefetch_l2(static_cast<const char*>(rg.d) + (s * rg.d0 + pos * rg.d1 + int64_t(hv0) * rg.d2) * dsz,
+                             uint32_t(RB * dsz));
+      cuda_util::prefetch_l2(static_cast<const char*>(rg.k) + (s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2) * ke,
+                             uint32_t(K * ke));
+      cuda_util::prefetch_l2(rg.ks + s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2, 4u);
+      cuda_util::prefetch_l2(rg.g + s * rg.g0 + pos * rg.g1 + int64_t(hv0) * rg.g2, uint32_t((KDA ? K : nh) * 4));
+    }
+  }
+  // The token: q̂, k̂ (its key record), gates and β (their records). The
+  // gates', β's and (GDN) the record gates' loads are issued with q and k.
+  GateRaw gr[4];
+  uint32_t bb = 0u;
+  float og[4];
+  if (!KDA) {
+    if (lane < nh) gr[0] = gate_raw(in, false, b, 0, hv0 + lane, 0);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int x = lane + 32 * u;
+      if (x < nh * n_old) {
+        const int hh = div_small(x, n_old);
+        og[u] = rg.g[s * rg.g0 + pos_of(x - hh * n_old) * rg.g1 + int64_t(hv0 + hh) * rg.g2];
+      }
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (lane + 32 * e < K) gr[e] = gate_raw(in, true, b, 0, hv0, lane + 32 * e);
+  }
+  if (lane < nh) bb = act_bits(in.beta, b, 0, hv0 + lane);
+  float ks, kq;
+  warp_prep_qk(in, b, 0, kh, KT, QV, ks, kq, KR);
+  {
+    const int64_t ko = s * rg.k0 + apos * rg.k1 + int64_t(kh) * rg.k2;
+    for (int i = lane; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, KR[i]);
+    if (lane == 0) rg.ks[s * rg.ks0 + apos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
+  }
+  float gtok[4] = {0.f, 0.f, 0.f, 0.f};  // KDA: the token's gates of channels lane + 32e
+  if (!KDA) {
+    if (lane < nh) {
+      const float gv = gate_of(in, gr[0]);
+      rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0 + lane) * rg.g2] = gv;
+      GS[lane * (L + 1) + n_old] = gv;
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int x = lane + 32 * u;
+      if (x < nh * n_old) {
+        const int hh = div_small(x, n_old);
+        GS[hh * (L + 1) + x - hh * n_old] = og[u];
+      }
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int k = lane + 32 * e;
+      if (k < K) {
+        gtok[e] = gate_of(in, gr[e]);
+        rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0) * rg.g2 + k] = gtok[e];
+      }
+    }
+  }
+  if (lane < nh) P[rl.beta + lane] = beta_of(in, bb);
+  __syncwarp();
+  // Record keys k̂_j = k_j · ks_j (KDA: then c_j ⊙ k̂_j, c_j the suffix
+  // products of the gates after j), their products with k̂ and q̂ (history
+  // only), and (flush) the fold's keys into the payload. Lane owns channels
+  // lane + 32e, as warp_prep_qk: the sums run in replay1.cuh's order.
+  if (lane == 0) r1p_stamp(a, it, 14);
+  const float* const ksr = rg.ks + s * rg.ks0 + int64_t(kh) * rg.ks2;
+  float* const PKV = P + rl.kv;
+  float suf[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) suf[e] = flush ? 0.f : gtok[e];
+  constexpr int KB = KDA ? 2 : 4;  // records per batch of loads
+  for (int j0 = 0; j0 < n_old; j0 += KB) {
+    uint32_t kb[KB][4], gb[KB][4];
+    float ksj[KB];
+#pragma unroll
+    for (int u = 0; u < KB; ++u) {
+      const int jj = j0 + u;
+      if (jj >= n_old) break;
+      const int j = KDA ? n_old - 1 - jj : jj;  // KDA: descending (suffix products)
+      const int64_t pos = pos_of(j);
+      const int64_t ko = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int k = lane + 32 * e;
+        kb[u][e] = k < K ? load_bits(rg.k, rg.k_dt, ko + k) : 0u;
+        if constexpr (KDA)
+          gb[u][e] = k < K ? __float_as_uint(rg.g[s * rg.g0 + pos * rg.g1 + int64_t(hv0) * rg.g2 + k]) : 0u;
+      }
+      ksj[u] = ksr[pos * rg.ks1];
+    }
+#pragma unroll
+    for (int u = 0; u < KB; ++u) {
+      const int jj = j0 + u;
+      if (jj >= n_old) break;
+      const int j = KDA ? n_old - 1 - jj : jj;
+      float dk = 0.f, dq = 0.f;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int k = lane + 32 * e;
+        if (k < K) {
+          float kv = widen_bits(kb[u][e], rg.k_dt) * ksj[u];
+          if constexpr (KDA) {
+            kv *= expf(suf[e]);
+            suf[e] += __uint_as_float(gb[u][e]);
+          }
+          if (flush) PKV[int64_t(j) * K + k] = kv;
+          dk += kv * KT[k];
+          dq += kv * QV[k];
+        }
+      }
+      if (!flush) {
+        dk = warp_sum(dk);
+        dq = warp_sum(dq);
+        if (lane == 0) {
+          DK[j] = dk;
+          DQ[j] = dq;
+        }
+      }
+    }
+  }
+  if constexpr (KDA) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int k = lane + 32 * e;
+      if (k < K) {
+        const float ev = expf(suf[e]), eu = flush ? expf(gtok[e]) : ev;
+        P[rl.e0v + k] = flush ? ev : 0.f;
+        P[rl.uk + k] = eu * KT[k];
+        P[rl.uq + k] = eu * QV[k];
+      }
+    }
+  } else {
+    // GDN decays (replay1.cuh phase 2): c_j = e^{Λ_m − Λ_j} by a warp scan.
+    for (int hl = 0; hl < nh; ++hl) {
+      const float* gg = GS + hl * (L + 1);
+      const float tok = flush ? 0.f : gg[n_old];
+      float e0, eu;
+      if (n_old < 32) {
+        float y = lane + 1 < n_old ? gg[lane + 1] : lane + 1 == n_old ? tok : 0.f;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const float t = __shfl_down_sync(FULL_MASK, y, o);
+          if (lane + o < 32) y += t;
+        }
+        if (lane < n_old) CO[hl * L + lane] = expf(y);
+        const float all = __shfl_sync(FULL_MASK, y, 0) + (n_old > 0 ? gg[0] : 0.f);
+        e0 = flush ? expf(all) : 0.f;
+        eu = flush ? expf(gg[n_old]) : expf(n_old > 0 ? all : tok);
+      } else {
+        float sf = tok;
+        for (int j = n_old - 1; j >= 0; --j) {
+          if (lane == 0) CO[hl * L + j] = expf(sf);
+          sf += gg[j];
+        }
+        e0 = flush ? expf(sf) : 0.f;
+        eu = flush ? expf(gg[n_old]) : expf(sf);
+      }
+      if (lane == 0) {
+        P[rl.e0 + hl] = e0;
+        P[rl.eu + hl] = eu;
+      }
+    }
+    for (int i = lane; i < K; i += 32) {
+      P[rl.uk + i] = KT[i];
+      P[rl.uq + i] = QV[i];
+    }
+    __syncwarp();
+    if (flush)
+      for (int x = lane; x < nh * L; x += 32) P[rl.co + x] = CO[x];
+  }
+  __syncwarp();
+  // Phase 3: per row the history terms h_k, h_q (a flush: none), then
+  // β (v − h_k) and h_q; four consecutive rows per lane and value head,
+  // records in order (batches of four loads in flight).
+  const float* const BT = P + rl.beta;
+  if (lane == 0) r1p_stamp(a, it, 15);
+  for (int hl = 0; hl < nh; ++hl) {
+    const float beta = BT[hl];
+    const char* const dh = static_cast<const char*>(rg.d) + (s * rg.d0 + int64_t(hv0 + hl) * rg.d2) * dsz;
+    for (int v0 = 4 * lane; v0 < V; v0 += 128) {
+      float hk[4] = {0.f, 0.f, 0.f, 0.f}, hq[4] = {0.f, 0.f, 0.f, 0.f};
+      uint32_t vb[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) vb[t] = act_bits(in.v, b, 0, hv0 + hl, v0 + t);
+      auto acc = [&](uint4 db, int j) {
+        const float4 d = widen4(db, rg.d_dt);
+        const float dkj = DK[j], dqj = DQ[j], cj = KDA ? 1.f : CO[hl * L + j];
+        const float w[4] = {KDA ? d.x : d.x * cj, KDA ? d.y : d.y * cj, KDA ? d.z : d.z * cj, KDA ? d.w : d.w * cj};
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          hk[t] += w[t] * dkj;
+          hq[t] += w[t] * dqj;
+        }
+      };
+      if (!flush) {
+        int j = 0;
+        for (; j + 4 <= n_old; j += 4) {
+          uint4 db[4];
+#pragma unroll
+          for (int u = 0; u < 4; ++u) db[u] = load4_bits(dh, rg.d_dt, pos_of(j + u) * rg.d1 + v0);
+#pragma unroll
+          for (int u = 0; u < 4; ++u) acc(db[u], j + u);
+        }
+        for (; j < n_old; ++j) acc(load4_bits(dh, rg.d_dt, pos_of(j) * rg.d1 + v0), j);
+      }
+      float4 vs, hq4;
+      float* const vsp = &vs.x;
+      float* const hqp = &hq4.x;
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        vsp[t] = beta * (widen_bits(vb[t], in.v.dt) - hk[t]);
+        hqp[t] = hq[t];
+      }
+      store4(P + rl.vs + hl * V + v0, vs);
+      store4(P + rl.hq + hl * V + v0, hq4);
+    }
+  }
+  h.apos = apos;
+  h.nsw = a.nsw;
+  h.flags = R1P_LIVE | (flush ? R1P_FLUSH : 0);
+  h.n_old = n_old;
+  h.ost = ost;
+  h.kq = kq;
+  publish();
+}
+
+// ---- 2. the persistent stream kernel ----
+
 template <DType SD, bool KDA>
-__global__ void __launch_bounds__(r1p_threads(KDA), 1) delta_replay1p_kernel(ReplayArgs a) {
+__global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayArgs a) {
   using TS = typename Traits<SD>::type;
-  constexpr int NPG = r1p_groups(KDA), NB = NPG + 1;
   constexpr int K = R1B_K, ROWB = R1B_K * int(sizeof(TS));
   constexpr int SW = r1b_sweep_rows(KDA, int(sizeof(TS)));
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
   const TokenArgs& in = a.in;
   const Rings& rg = a.rings;
-  const int V = in.V, L = rg.L, R = rg.R, H = in.H, nh = a.nh, RB = nh * V;
-  const int NSW = (RB + SW - 1) / SW, NST = a.nst;
-  const int dsz = rg.d_dt == DType::f32 ? 4 : 2, ksz = rg.k_dt == DType::f32 ? 4 : 2;
+  const int V = in.V, L = rg.L, H = in.H, nh = a.nh, RB = nh * V;
+  const int NST = a.nst, NB = a.nb, C = a.chunk;
+  const int dsz = rg.d_dt == DType::f32 ? 4 : 2;
   constexpr int64_t SWB = int64_t(SW) * ROWB;
-  const R1PLayout lay = r1p_layout(KDA, K, L, nh, RB, dsz, ksz, SWB, NST);
+  const R1PRes rl = r1p_res(KDA, K, L, nh, RB);
+  const R1PLayout lay = r1p_layout(rl, L, RB, dsz, SWB, NST, NB);
   const int64_t nitems = int64_t(a.rows) * H;
-  const int64_t mine = (nitems - blockIdx.x + gridDim.x - 1) / gridDim.x;  // items of this block
   uint64_t* const FULL = reinterpret_cast<uint64_t*>(sm + lay.bar);
-  uint64_t* const SLT = FULL + R1P_MAX_STAGES;
+  uint64_t* const EMPTY = FULL + R1P_MAX_STAGES;  // a stage read by the consumers
+  uint64_t* const SLT = EMPTY + R1P_MAX_STAGES;
   uint64_t* const RDY = SLT + NB;
   uint64_t* const FRE = RDY + NB;
-  uint64_t* const RECB = FRE + NB;
-  uint64_t* const EMPTY = RECB + NPG;  // [R1P_MAX_STAGES] a stage read by the consumers
   R1PItem* const info = reinterpret_cast<R1PItem*>(sm + lay.info);
   const int tid = threadIdx.x, lane32 = tid & 31;
   if (tid == 0) {
     // FULL: the producer's arrival (bulk: one, with the bytes; per-lane
     // copies: each lane's, when its copies land)
     for (int i = 0; i < R1P_MAX_STAGES; ++i) cuda_util::mbar_init(FULL + i, a.lanes_copy ? 32 : 1);
-    for (int i = R1P_MAX_STAGES; i < 2 * R1P_MAX_STAGES + 3 * NB + NPG; ++i) cuda_util::mbar_init(FULL + i, 1);
+    for (int i = R1P_MAX_STAGES; i < 2 * R1P_MAX_STAGES + 3 * NB; ++i) cuda_util::mbar_init(FULL + i, 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
 
-  if (tid >= R1P_CONSUMERS + NPG * R1P_GROUP) {
-    // ---- the producer warp: the items' sweeps in order, into the stages
-    // the consumers have read (it waits for an item's slot only once all
-    // sweeps before it are issued, so it never waits on a later item) ----
+  if (tid >= R1P_CONSUMERS + 32) {
+    // ---- the producer warp: the items' sweeps in claim order, into the
+    // stages the consumers have read ----
     const TS* const state = static_cast<const TS*>(a.st.p);
     const uint64_t pol = cuda_util::l2_policy_evict_first();
     char* const stg = reinterpret_cast<char*>(sm + lay.stg);
     int64_t issued = 0;
-    for (int64_t n = 0; n < mine; ++n) {
+    for (int64_t n = 0;; ++n) {
       const int buf = int(n % NB);
       cuda_util::mbar_wait(SLT + buf, uint32_t(n / NB) & 1u);
       const int nsw = info[buf].nsw;
+      if (nsw < 0) break;
       const TS* const base = state + info[buf].s * a.st.s0 + int64_t(info[buf].kh) * in.G * a.st.s1;
       for (int k = 0; k < nsw; ++k, ++issued) {
         const int st = int(issued % NST);
@@ -174,305 +529,73 @@ __global__ void __launch_bounds__(r1p_threads(KDA), 1) delta_replay1p_kernel(Rep
     return;
   }
   if (tid >= R1P_CONSUMERS) {
-    // ---- a preparing group ----
-    const int g = (tid - R1P_CONSUMERS) / R1P_GROUP, gt = (tid - R1P_CONSUMERS) - g * R1P_GROUP, gw = gt >> 5;
-    constexpr int GW = R1P_GROUP / 32;
-    float* const X = sm + lay.grp + g * lay.grp_sz;
-    float* const KV = X + lay.kv;  // [L+1][K] k̂_j (KDA: c_j ⊙ k̂_j), then k̂ of the token
-    float* const QV = X + lay.qv;
-    float* const KR = X + lay.kr;  // raw k of the token
-    float* const GS = X + lay.gs;  // GDN [nh][L+1], KDA [L+1][K] gates
-    char* const DTR = reinterpret_cast<char*>(X + lay.dtr);    // [L][RB] d records as stored
-    char* const KRAW = reinterpret_cast<char*>(X + lay.kraw);  // [L][K] key records as stored
-    float* const DK = X + lay.dk;
-    float* const DQ = X + lay.dq;
-    float* const CO = X + lay.co;  // GDN [nh][L] c_j
-    float* const KSC = X + lay.ksc;
-    float* const MISC = X + lay.misc;
-    auto gsync = [&] { cuda_util::named_sync(2 + g, R1P_GROUP); };
-    auto dval = [&](int j, int r) {
-      return dsz == 4 ? reinterpret_cast<const float*>(DTR)[j * RB + r]
-                      : widen_bits(reinterpret_cast<const uint16_t*>(DTR)[j * RB + r], rg.d_dt);
-    };
-    uint32_t rph = 0;
-    bool prev_flush = false;
-    for (int64_t n = g; n < mine; n += NPG) {
+    // ---- the loader warp ----
+    asm volatile("griddepcontrol.wait;" ::: "memory");  // the preparation kernel's scratch
+    const char* const scr = static_cast<const char*>(a.scr);
+    unsigned long long* const ctr = reinterpret_cast<unsigned long long*>(a.scr);
+    const R1PItem* const hdr = reinterpret_cast<const R1PItem*>(scr + r1p_hdr_offset());
+    const float* const pay = reinterpret_cast<const float*>(scr + r1p_pay_offset(nitems));
+    R1PItem* const HS = reinterpret_cast<R1PItem*>(sm + lay.hs);
+    float* const FL = sm + lay.fl;
+    char* const DTR = reinterpret_cast<char*>(sm + lay.dtr);
+    const uint64_t keep = cuda_util::l2_policy_evict_normal();
+    int64_t base = int64_t(blockIdx.x) * C, last_flush = -1;
+    for (int64_t n = 0;; ++n) {
+      const int c = int(n % C);
+      if (c == 0) {
+        if (n > 0) {
+          unsigned long long x = 0;
+          if (lane32 == 0) x = atomicAdd(ctr, (unsigned long long)C);
+          base = int64_t(__shfl_sync(FULL_MASK, x, 0));
+        }
+        if (lane32 < C && base + lane32 < nitems) HS[lane32] = hdr[base + lane32];
+        __syncwarp();
+      }
       const int buf = int(n % NB);
-      float* const Z = sm + lay.res + buf * lay.res_sz;
-      float* const VS = Z + lay.vs;  // v, then β (v − h_k)
-      float* const HQ = Z + lay.hq;
-      float* const BETA = Z + lay.beta;
-      float* const EU = Z + lay.eu;
-      float* const E0 = Z + lay.e0;
-      const int64_t it = blockIdx.x + n * gridDim.x;
-      if (gt == 0) r1p_stamp(a, it, 0);
-      if (prev_flush) cuda_util::mbar_wait(FRE + (n - NPG) % NB, uint32_t((n - NPG) / NB) & 1u);
       if (n >= NB) cuda_util::mbar_wait(FRE + buf, uint32_t((n - NB) / NB) & 1u);
-      if (gt == 0) r1p_stamp(a, it, 1);
-      const int b = int(it / H), kh = int(it - int64_t(b) * H), hv0 = kh * in.G;
-      const int64_t s = idx_at(a.slot, b);
-      const bool live = s != a.pad && s >= 0 && s < a.S;
-      if (gt == 0) {
-        info[buf].s = s;
-        info[buf].nsw = live ? NSW : 0;
-        info[buf].b = b;
-        info[buf].kh = kh;
-        info[buf].grp = g;
+      if (base + c >= nitems) {  // no more items: the producer and the consumers stop here
+        if (lane32 == 0) {
+          info[buf].nsw = -1;
+          cuda_util::mbar_arrive(SLT + buf);
+          cuda_util::mbar_arrive(RDY + buf);
+        }
+        break;
+      }
+      if (lane32 == 0) {
+        const R1PItem h = HS[c];
+        const int64_t it = int64_t(h.b) * H + h.kh;  // its payload
+        r1p_stamp(a, it, 0);
+        info[buf] = h;
         cuda_util::mbar_arrive(SLT + buf);
+        r1p_stamp(a, it, 1);
+        if (!(h.flags & R1P_LIVE)) {
+          cuda_util::mbar_arrive(RDY + buf);
+        } else {
+          const bool flush = h.flags & R1P_FLUSH;
+          // the flush area is free once the previous flushing item is consumed
+          if (flush && last_flush >= 0 && last_flush > n - NB)
+            cuda_util::mbar_wait(FRE + last_flush % NB, uint32_t(last_flush / NB) & 1u);
+          const float* const src = pay + it * a.scr_ps;
+          const uint32_t rb = uint32_t(rl.sz * 4), fb = flush ? uint32_t((rl.kv - rl.sz + int64_t(h.n_old) * K) * 4) : 0u;
+          const uint32_t db = uint32_t(RB * dsz);
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+          cuda_util::mbar_arrive_expect_tx(RDY + buf, rb + fb + (flush ? uint32_t(h.n_old) * db : 0u));
+          cuda_util::bulk_g2s(sm + lay.res + buf * rl.sz, src, rb, RDY + buf, keep);
+          if (flush) {
+            last_flush = n;
+            if (fb) cuda_util::bulk_g2s(FL, src + rl.sz, fb, RDY + buf, keep);
+            for (int j = 0; j < h.n_old; ++j) {
+              const int64_t pos = ring_pos_near(h.ost, j, rg.R);
+              cuda_util::bulk_g2s(DTR + j * db,
+                                  static_cast<const char*>(rg.d) +
+                                      (h.s * rg.d0 + pos * rg.d1 + int64_t(h.kh) * in.G * rg.d2) * dsz,
+                                  db, RDY + buf, keep);
+            }
+          }
+        }
         r1p_stamp(a, it, 2);
       }
-      int flags = 0, n_old = 0;
-      int64_t apos = 0;
-      if (s == a.pad) {
-        for (int x = gt; x < RB; x += R1P_GROUP) {
-          const int h = div_small(x, V);
-          out_at(in.o, b, 0, hv0 + h, x - h * V, 0.f);
-        }
-      } else if (!live) {
-        if (gt == 0 && kh == 0) cuda_util::report(a.status, STATUS_BAD_SLOT);
-      } else {
-        RingCursor c = cursor_at(rg, s);
-        int bad = cursor_ok(rg, c) ? 0 : STATUS_RING_OVERFLOW;
-        if (!bad) {
-          if (a.acc.p) {
-            if (!ring_commit(c, int32_t(idx_at(a.acc, b)))) bad = STATUS_BAD_ACCEPTED;
-          } else if (c.pending != 0) {
-            bad = STATUS_UNCOMMITTED;
-          }
-        }
-        if (bad) {
-          if (gt == 0 && kh == 0) cuda_util::report(a.status, bad);
-        } else {
-          const StepPlan p = ring_plan_step(c, 1, L, R);
-          const bool flush = p.flush;
-          n_old = flush ? p.fold_count : p.hist_count;
-          const int old_start = flush ? p.fold_start : p.hist_start;
-          apos = p.append_start;
-          flags = R1P_LIVE | (flush ? R1P_FLUSH : 0);
-          if (gt == 0) r1p_stamp(a, it, 3);
-          auto pos_of = [&](int j) { return int64_t(ring_pos_near(old_start, j, R)); };
-          // Phase 1: the records by bulk copies (one thread), their key
-          // scales and GDN gates by loads, the token's v; then the token.
-          if (gt == 0 && n_old > 0) {
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            const uint32_t db = uint32_t(RB * dsz), kb = uint32_t(K * ksz), gb = KDA ? uint32_t(K * 4) : 0u;
-            cuda_util::mbar_arrive_expect_tx(RECB + g, uint32_t(n_old) * (db + kb + gb));
-            for (int j = 0; j < n_old; ++j) {
-              const int64_t pos = pos_of(j);
-              cuda_util::bulk_g2s(DTR + j * db,
-                                  static_cast<const char*>(rg.d) + (s * rg.d0 + pos * rg.d1 + int64_t(hv0) * rg.d2) * dsz,
-                                  db, RECB + g);
-              cuda_util::bulk_g2s(KRAW + j * kb,
-                                  static_cast<const char*>(rg.k) + (s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2) * ksz,
-                                  kb, RECB + g);
-              if constexpr (KDA)
-                cuda_util::bulk_g2s(GS + j * K, rg.g + s * rg.g0 + pos * rg.g1 + int64_t(hv0) * rg.g2, gb, RECB + g);
-            }
-          }
-          float ksr = 0.f, og = 0.f;
-          if (gt < n_old) ksr = rg.ks[s * rg.ks0 + pos_of(gt) * rg.ks1 + int64_t(kh) * rg.ks2];
-          if (!KDA && gt < nh * n_old) {
-            const int h = div_small(gt, n_old);
-            og = rg.g[s * rg.g0 + pos_of(gt - h * n_old) * rg.g1 + int64_t(hv0 + h) * rg.g2];
-          }
-          constexpr int UV = 4;
-          uint32_t vr[UV];
-#pragma unroll
-          for (int u = 0; u < UV; ++u) {
-            const int rr = gt + u * R1P_GROUP;
-            if (rr < RB) {
-              const int h = div_small(rr, V);
-              vr[u] = act_bits(in.v, b, 0, hv0 + h, rr - h * V);
-            }
-          }
-          if (gw == 0) {  // q̂, k̂ (and the key record)
-            float ks, kq;
-            warp_prep_qk(in, b, 0, kh, KV + int64_t(n_old) * K, QV, ks, kq, KR);
-            if (lane32 == 0) MISC[0] = kq;
-            __syncwarp();
-            const int64_t ko = s * rg.k0 + apos * rg.k1 + int64_t(kh) * rg.k2;
-            for (int i = lane32; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, KR[i]);
-            if (lane32 == 0) rg.ks[s * rg.ks0 + apos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
-          } else {  // the token's gates and β (and their records)
-            const int me = gt - 32, nt = R1P_GROUP - 32;
-            const uint32_t bb = me < nh ? act_bits(in.beta, b, 0, hv0 + me) : 0u;
-            if (!KDA) {
-              for (int x = me; x < nh; x += nt) {
-                const float gv = gate_at(in, false, b, 0, hv0 + x, 0);
-                rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0 + x) * rg.g2] = gv;
-                GS[x * (L + 1) + n_old] = gv;
-              }
-            } else {
-              for (int k = me; k < K; k += nt) {
-                const float gv = gate_at(in, true, b, 0, hv0, k);
-                rg.g[s * rg.g0 + apos * rg.g1 + int64_t(hv0) * rg.g2 + k] = gv;
-                GS[n_old * K + k] = gv;
-              }
-            }
-            for (int x = me; x < nh; x += nt) BETA[x] = x == me ? beta_of(in, bb) : beta_at(in, b, 0, hv0 + x);
-          }
-          if (gt < n_old) KSC[gt] = ksr;
-          if (!KDA) {
-            if (gt < nh * n_old) {
-              const int h = div_small(gt, n_old);
-              GS[h * (L + 1) + gt - h * n_old] = og;
-            }
-            for (int x = gt + R1P_GROUP; x < nh * n_old; x += R1P_GROUP)
-              GS[(x / n_old) * (L + 1) + x % n_old] = rg.g[s * rg.g0 + pos_of(x % n_old) * rg.g1 + int64_t(hv0 + x / n_old) * rg.g2];
-          }
-#pragma unroll
-          for (int u = 0; u < UV; ++u) {
-            const int rr = gt + u * R1P_GROUP;
-            if (rr < RB) VS[rr] = widen_bits(vr[u], in.v.dt);
-          }
-          for (int rr = gt + UV * R1P_GROUP; rr < RB; rr += R1P_GROUP) VS[rr] = act_at(in.v, b, 0, hv0 + rr / V, rr % V);
-          if (n_old > 0) {
-            cuda_util::mbar_wait(RECB + g, rph);
-            rph ^= 1u;
-          }
-          gsync();
-          if (gt == 0) r1p_stamp(a, it, 4);
-          // keys as k̂_j = k_j · ks_j, four channels per thread and step
-          for (int x = gt; x < n_old * (K / 4); x += R1P_GROUP) {
-            const int j = x / (K / 4), c4 = (x - j * (K / 4)) * 4;
-            uint4 u;
-            if (ksz == 4) {
-              u = *reinterpret_cast<const uint4*>(KRAW + (j * K + c4) * 4);
-            } else {
-              const uint2 h = *reinterpret_cast<const uint2*>(KRAW + (j * K + c4) * 2);
-              u = make_uint4(h.x, h.y, 0u, 0u);
-            }
-            const float4 k = widen4(u, rg.k_dt);
-            const float ks = KSC[j];
-            store4(KV + j * K + c4, make_float4(k.x * ks, k.y * ks, k.z * ks, k.w * ks));
-          }
-          gsync();
-          // Phase 2 (replay1.cuh): decays c_j, and the key products.
-          auto key_products = [&]() {
-            if (flush) return;
-            const float* kt = KV + int64_t(n_old) * K;
-            for (int j = gw; j < n_old; j += GW) {
-              float dk = 0.f, dq = 0.f;
-              for (int i = lane32; i < K; i += 32) {
-                const float kj = KV[j * K + i];
-                dk += kj * kt[i];
-                dq += kj * QV[i];
-              }
-              dk = warp_sum(dk);
-              dq = warp_sum(dq);
-              if (lane32 == 0) {
-                DK[j] = dk;
-                DQ[j] = dq;
-              }
-            }
-          };
-          if (!KDA) {
-            for (int hl = gw; hl < nh; hl += GW) {
-              const float* gg = GS + hl * (L + 1);
-              const float tok = flush ? 0.f : gg[n_old];
-              if (n_old < 32) {
-                float y = lane32 + 1 < n_old ? gg[lane32 + 1] : lane32 + 1 == n_old ? tok : 0.f;
-#pragma unroll
-                for (int o = 1; o < 32; o <<= 1) {
-                  const float t = __shfl_down_sync(FULL_MASK, y, o);
-                  if (lane32 + o < 32) y += t;
-                }
-                if (lane32 < n_old) CO[hl * L + lane32] = expf(y);
-                const float all = __shfl_sync(FULL_MASK, y, 0) + (n_old > 0 ? gg[0] : 0.f);
-                if (lane32 == 0) {
-                  E0[hl] = flush ? expf(all) : 0.f;
-                  EU[hl] = flush ? expf(gg[n_old]) : expf(n_old > 0 ? all : tok);
-                }
-              } else if (lane32 == 0) {
-                float suf = tok;
-                for (int j = n_old - 1; j >= 0; --j) {
-                  CO[hl * L + j] = expf(suf);
-                  suf += gg[j];
-                }
-                E0[hl] = flush ? expf(suf) : 0.f;
-                EU[hl] = flush ? expf(gg[n_old]) : expf(suf);
-              }
-            }
-            for (int i = gt; i < K; i += R1P_GROUP) {
-              Z[lay.uk + i] = KV[n_old * K + i];
-              Z[lay.uq + i] = QV[i];
-            }
-            key_products();
-          } else {
-            for (int k = gt; k < K; k += R1P_GROUP) {
-              float suf = flush ? 0.f : GS[n_old * K + k];
-              for (int j = n_old - 1; j >= 0; --j) {
-                KV[j * K + k] *= expf(suf);
-                suf += GS[j * K + k];
-              }
-              const float e = expf(suf), eu = flush ? expf(GS[n_old * K + k]) : e;
-              Z[lay.e0v + k] = flush ? e : 0.f;
-              Z[lay.uk + k] = eu * KV[n_old * K + k];
-              Z[lay.uq + k] = eu * QV[k];
-            }
-            gsync();
-            key_products();
-          }
-          gsync();
-          if (gt == 0) r1p_stamp(a, it, 5);
-          // Phase 3: per row the history terms (a flush: none; its fold
-          // weights d_j c_j, formed here from fp32 records, by the consumers
-          // from 16-bit ones).
-          for (int r0 = gt; r0 < RB; r0 += 2 * R1P_GROUP) {
-            const int r1 = r0 + R1P_GROUP;
-            const bool two = r1 < RB;
-            const int h0 = div_small(r0, V), h1 = two ? div_small(r1, V) : h0;
-            float hk0 = 0.f, hq0 = 0.f, hk1 = 0.f, hq1 = 0.f;
-            if (flush && !KDA && dsz == 4) {  // the fold weights d_j c_j in place (as replay1.cuh)
-              float* const DT = reinterpret_cast<float*>(DTR);
-              for (int j = 0; j < n_old; ++j) {
-                DT[j * RB + r0] *= CO[h0 * L + j];
-                if (two) DT[j * RB + r1] *= CO[h1 * L + j];
-              }
-            }
-            if (!flush) {
-#pragma unroll 4
-              for (int j = 0; j < n_old; ++j) {
-                const float dk = DK[j], dq = DQ[j];
-                const float w0 = KDA ? dval(j, r0) : dval(j, r0) * CO[h0 * L + j];
-                const float w1 = !two ? 0.f : KDA ? dval(j, r1) : dval(j, r1) * CO[h1 * L + j];
-                hk0 += w0 * dk;
-                hq0 += w0 * dq;
-                hk1 += w1 * dk;
-                hq1 += w1 * dq;
-              }
-            }
-            VS[r0] = BETA[h0] * (VS[r0] - hk0);
-            HQ[r0] = hq0;
-            if (two) {
-              VS[r1] = BETA[h1] * (VS[r1] - hk1);
-              HQ[r1] = hq1;
-            }
-          }
-        }
-      }
-      gsync();  // the item's buffer and scratch written
-      if (gt == 0) {
-        info[buf].flags = flags;
-        info[buf].n_old = n_old;
-        info[buf].apos = apos;
-        info[buf].kq = flags ? MISC[0] : 0.f;
-        cuda_util::mbar_arrive(RDY + buf);
-        r1p_stamp(a, it, 6);
-        if (a.timing) {
-          unsigned sm;
-          asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-          a.timing[it * 16 + 11] = sm | (unsigned long long)(flags) << 32;
-        }
-      }
-      prev_flush = flags & R1P_FLUSH;
-      if (a.rec_pf > 0 && gw == GW - 1) {  // L2 prefetch of a later item's records
-        const int64_t ia = blockIdx.x + (n + a.rec_pf) * gridDim.x;
-        if (ia < nitems) {
-          const int bn = int(ia / H);
-          prefetch_block_records<KDA>(a, 1, bn, int(ia - int64_t(bn) * H), 0, lane32);
-        }
-      }
+      __syncwarp();
     }
     return;
   }
@@ -486,29 +609,38 @@ __global__ void __launch_bounds__(r1p_threads(KDA), 1) delta_replay1p_kernel(Rep
   const int lr = lane32 & (LPB - 1), sub = lane32 / LPB;
   uint4* const STG = reinterpret_cast<uint4*>(sm + lay.stg);
   TS* const state = static_cast<TS*>(a.st.p);
+  const float* const FL = sm + lay.fl;  // a flushing item's decays and keys
+  const float* const CO = FL + (rl.co - rl.sz);
+  const float* const KV = FL + (rl.kv - rl.sz);
+  const char* const DTR = reinterpret_cast<const char*>(sm + lay.dtr);
   auto csync = [] { cuda_util::named_sync(1, R1P_CONSUMERS); };
   int64_t gk = 0;  // sweeps consumed
-  for (int64_t n = 0; n < mine; ++n) {
+  for (int64_t n = 0;; ++n) {
     const int buf = int(n % NB);
     cuda_util::mbar_wait(RDY + buf, uint32_t(n / NB) & 1u);
-    const int64_t itc = blockIdx.x + n * gridDim.x;
-    if (tid == 0) r1p_stamp(a, itc, 8);
     const R1PItem item = info[buf];
-    const float* const Z = sm + lay.res + buf * lay.res_sz;
+    if (item.nsw < 0) break;
+    const int64_t itc = int64_t(item.b) * H + item.kh;
+    if (tid == 0) r1p_stamp(a, itc, 8);
+    const float* const Z = sm + lay.res + buf * rl.sz;
     const bool live = item.flags & R1P_LIVE, flush = item.flags & R1P_FLUSH;
     const int hv0 = item.kh * in.G, n_old = item.n_old;
-    const float* const X = sm + lay.grp + item.grp * lay.grp_sz;  // the group's records (a flush)
-    const float* const KV = X + lay.kv;
-    const char* const DTR = reinterpret_cast<const char*>(X + lay.dtr);
-    const float* const CO = X + lay.co;
     float ukr[E], uqr[E], e0r[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      ukr[e] = Z[lay.uk + lr * E + e];
-      uqr[e] = Z[lay.uq + lr * E + e];
-      e0r[e] = KDA && flush ? Z[lay.e0v + lr * E + e] : 0.f;
+      ukr[e] = live ? Z[rl.uk + lr * E + e] : 0.f;
+      uqr[e] = live ? Z[rl.uq + lr * E + e] : 0.f;
+      e0r[e] = KDA && flush ? Z[rl.e0v + lr * E + e] : 0.f;
     }
     TS* const BASE = state + item.s * a.st.s0 + int64_t(hv0) * a.st.s1;
+    if (!KDA && flush && dsz == 4) {  // the fold's weights d_j c_j in place (as replay1.cuh)
+      float* const DT = reinterpret_cast<float*>(sm + lay.dtr);
+      for (int x = tid; x < n_old * RB; x += R1P_CONSUMERS) {
+        const int j = div_small(x, RB), r = x - j * RB;
+        DT[x] *= CO[div_small(r, V) * L + j];
+      }
+      csync();
+    }
     const int64_t d_base = item.s * rg.d0 + item.apos * rg.d1;
     const int64_t o_base = int64_t(item.b) * in.o.sb;
     for (int k = 0; k < item.nsw; ++k, ++gk) {
@@ -517,107 +649,108 @@ __global__ void __launch_bounds__(r1p_threads(KDA), 1) delta_replay1p_kernel(Rep
       if (tid == 0 && k == 0) r1p_stamp(a, itc, 9);
       const int r0 = k * SW + warp * BR;
       float ak[RQ], aq[RQ];
-      if (live) {
-        const char* const sk = reinterpret_cast<const char*>(STG) + st * SWB + (warp * BR + sub) * ROWB + lr * LB;
+      const char* const sk = reinterpret_cast<const char*>(STG) + st * SWB + (warp * BR + sub) * ROWB + lr * LB;
 #pragma unroll
-        for (int u0 = 0; u0 < RQ; u0 += FG) {
-          float f[FG][E];
+      for (int u0 = 0; u0 < RQ; u0 += FG) {
+        float f[FG][E];
+#pragma unroll
+        for (int i = 0; i < FG; ++i) {
+          const int r = r0 + (u0 + i) * RPL + sub;
+          const uint4 w = r < RB ? *reinterpret_cast<const uint4*>(sk + (u0 + i) * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
+          const TS* x = reinterpret_cast<const TS*>(&w);
+#pragma unroll
+          for (int e = 0; e < E; ++e) f[i][e] = Traits<SD>::load(x[e]);
+        }
+        if (flush) {  // S_h = e^{Λ_h} ⊙ S_0 + Σ_j (d_j c_j) k̂_jᵀ (KDA: c_j in KV)
+          int rc[FG], hc[FG];
+#pragma unroll
+          for (int i = 0; i < FG; ++i) {
+            rc[i] = min(r0 + (u0 + i) * RPL + sub, RB - 1);
+            hc[i] = div_small(rc[i], V);
+            const float e0 = KDA ? 1.f : Z[rl.e0 + hc[i]];
+#pragma unroll
+            for (int e = 0; e < E; ++e) f[i][e] *= KDA ? e0r[e] : e0;
+          }
+          // GDN fp32 records hold the weights d_j c_j (scaled in place at
+          // the item's start); 16-bit ones are widened and scaled here. Two
+          // records per step keep their shared-memory loads in flight together.
+          auto fold = [&](auto f32_c) {
+            constexpr bool F32 = decltype(f32_c)::value;
+#pragma unroll 2
+            for (int j = 0; j < n_old; ++j) {
+              float w[FG];
+#pragma unroll
+              for (int i = 0; i < FG; ++i) {
+                if constexpr (F32) {
+                  w[i] = reinterpret_cast<const float*>(DTR)[j * RB + rc[i]];
+                } else {
+                  const float d = widen_bits(reinterpret_cast<const uint16_t*>(DTR)[j * RB + rc[i]], rg.d_dt);
+                  w[i] = KDA ? d : d * CO[hc[i] * L + j];
+                }
+              }
+              const float* kv = KV + j * K + lr * E;
+#pragma unroll
+              for (int e = 0; e < E; e += 4) {
+                const float4 k4 = *reinterpret_cast<const float4*>(kv + e);
+#pragma unroll
+                for (int i = 0; i < FG; ++i) {
+                  f[i][e] += w[i] * k4.x; f[i][e + 1] += w[i] * k4.y; f[i][e + 2] += w[i] * k4.z; f[i][e + 3] += w[i] * k4.w;
+                }
+              }
+            }
+          };
+          if (dsz == 4) fold(std::true_type{});
+          else fold(std::false_type{});
 #pragma unroll
           for (int i = 0; i < FG; ++i) {
             const int r = r0 + (u0 + i) * RPL + sub;
-            const uint4 w = r < RB ? *reinterpret_cast<const uint4*>(sk + (u0 + i) * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
-            const TS* x = reinterpret_cast<const TS*>(&w);
-#pragma unroll
-            for (int e = 0; e < E; ++e) f[i][e] = Traits<SD>::load(x[e]);
-          }
-          if (flush) {  // S_h = e^{Λ_h} ⊙ S_0 + Σ_j (d_j c_j) k̂_jᵀ (KDA: c_j in KV)
-            int rc[FG], hc[FG];
-#pragma unroll
-            for (int i = 0; i < FG; ++i) {
-              rc[i] = min(r0 + (u0 + i) * RPL + sub, RB - 1);
-              hc[i] = div_small(rc[i], V);
-              const float e0 = KDA ? 1.f : Z[lay.e0 + hc[i]];
-#pragma unroll
-              for (int e = 0; e < E; ++e) f[i][e] *= KDA ? e0r[e] : e0;
-            }
-            // fp32 records hold the weights d_j c_j (the group scaled them,
-            // GDN); 16-bit ones are widened and scaled here. Two records
-            // per step keep their shared-memory loads in flight together.
-            auto fold = [&](auto f32_c) {
-              constexpr bool F32 = decltype(f32_c)::value;
-#pragma unroll 2
-              for (int j = 0; j < n_old; ++j) {
-                float w[FG];
-#pragma unroll
-                for (int i = 0; i < FG; ++i) {
-                  if constexpr (F32) {
-                    w[i] = reinterpret_cast<const float*>(DTR)[j * RB + rc[i]];
-                  } else {
-                    const float d = widen_bits(reinterpret_cast<const uint16_t*>(DTR)[j * RB + rc[i]], rg.d_dt);
-                    w[i] = KDA ? d : d * CO[hc[i] * L + j];
-                  }
-                }
-                const float* kv = KV + j * K + lr * E;
-#pragma unroll
-                for (int e = 0; e < E; e += 4) {
-                  const float4 k4 = *reinterpret_cast<const float4*>(kv + e);
-#pragma unroll
-                  for (int i = 0; i < FG; ++i) {
-                    f[i][e] += w[i] * k4.x; f[i][e + 1] += w[i] * k4.y; f[i][e + 2] += w[i] * k4.z; f[i][e + 3] += w[i] * k4.w;
-                  }
-                }
-              }
-            };
-            if (dsz == 4) fold(std::true_type{});
-            else fold(std::false_type{});
-#pragma unroll
-            for (int i = 0; i < FG; ++i) {
-              const int r = r0 + (u0 + i) * RPL + sub;
-              uint4 out;
-              TS* x = reinterpret_cast<TS*>(&out);
-#pragma unroll
-              for (int e = 0; e < E; ++e) {
-                x[e] = Traits<SD>::store(f[i][e]);
-                f[i][e] = Traits<SD>::load(x[e]);  // the outputs read the checkpoint as stored
-              }
-              if (r < RB) __stcs(reinterpret_cast<uint4*>(BASE + int64_t(r) * R1B_K + lr * E), out);
-            }
-          }
-#pragma unroll
-          for (int i = 0; i < FG; ++i) {
-            float pk = 0.f, pq = 0.f;
+            uint4 out;
+            TS* x = reinterpret_cast<TS*>(&out);
 #pragma unroll
             for (int e = 0; e < E; ++e) {
-              pk = fmaf(f[i][e], ukr[e], pk);
-              pq = fmaf(f[i][e], uqr[e], pq);
+              x[e] = Traits<SD>::store(f[i][e]);
+              f[i][e] = Traits<SD>::load(x[e]);  // the outputs read the checkpoint as stored
             }
-            ak[u0 + i] = pk;
-            aq[u0 + i] = pq;
+            if (r < RB) __stcs(reinterpret_cast<uint4*>(BASE + int64_t(r) * R1B_K + lr * E), out);
           }
+        }
+#pragma unroll
+        for (int i = 0; i < FG; ++i) {
+          float pk = 0.f, pq = 0.f;
+#pragma unroll
+          for (int e = 0; e < E; ++e) {
+            pk = fmaf(f[i][e], ukr[e], pk);
+            pq = fmaf(f[i][e], uqr[e], pq);
+          }
+          ak[u0 + i] = pk;
+          aq[u0 + i] = pq;
         }
       }
       csync();  // the stage read: refill it
       if (tid == 0) cuda_util::mbar_arrive(EMPTY + st);
-      if (live) {
-        cuda_util::transpose_sum<RQ, LPB>(ak, lr);
-        cuda_util::transpose_sum<RQ, LPB>(aq, lr);
-        if ((lr & (LPB / RQ - 1)) == 0) {
-          const int r = r0 + (lr / (LPB / RQ)) * RPL + sub;
-          if (r < RB) {
-            const int hl = div_small(r, V), vl = r - hl * V;
-            const int64_t hv = hv0 + hl;
-            const float e = KDA ? 1.f : Z[lay.eu + hl];
-            const float aqv = e * aq[0] + Z[lay.hq + r];
-            const float dr = round_to(rg.d_dt, Z[lay.vs + r] - Z[lay.beta + hl] * e * ak[0]);
-            store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
-            store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aqv + item.kq * dr);
-          }
+      cuda_util::transpose_sum<RQ, LPB>(ak, lr);
+      cuda_util::transpose_sum<RQ, LPB>(aq, lr);
+      if ((lr & (LPB / RQ - 1)) == 0) {
+        const int r = r0 + (lr / (LPB / RQ)) * RPL + sub;
+        if (r < RB) {
+          const int hl = div_small(r, V), vl = r - hl * V;
+          const int64_t hv = hv0 + hl;
+          const float e = KDA ? 1.f : Z[rl.eu + hl];
+          const float aqv = e * aq[0] + Z[rl.hq + r];
+          const float dr = round_to(rg.d_dt, Z[rl.vs + r] - Z[rl.beta + hl] * e * ak[0]);
+          store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
+          store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aqv + item.kq * dr);
         }
       }
     }
-    csync();  // the item's buffer and records read
+    csync();  // the item's buffer and the flush area read
     if (tid == 0) {
       r1p_stamp(a, itc, 10);
+      if (a.timing) {
+        unsigned smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        a.timing[itc * 16 + 11] = smid | (unsigned long long)(item.flags) << 32;
+      }
       cuda_util::mbar_arrive(FRE + buf);
     }
   }

@@ -27,6 +27,7 @@ struct Cfg {
   DType state = DType::f32, act = DType::bf16, gdt = DType::f32, rd = DType::f32;
   bool raw = true;
 };
+DeltaShape dshape(const Cfg& c) { return DeltaShape{c.s.H, c.s.HV, c.s.K, c.s.V}; }
 
 std::string name(const Cfg& c) {
   return std::string(c.f == DeltaFamily::kda ? "kda" : "gdn") + " H" + std::to_string(c.s.H) + " HV" +
@@ -645,8 +646,10 @@ TEST(DeltaGpu, PersistentStep) {
 // The persistent kernel's launch choice (no GPU needed): by default as
 // R1P_BY_DEFAULT says (off: slower, heuristics.h); with REPLAYSSM_R1P=1 at the
 // production shapes at any batch, not beyond L = 32, its stages filling what
-// its buffers leave of 227 KiB (GDN fp32 d records: three 32 KiB stages; bf16
-// d: four; KDA fp32: seven of 16 KiB); REPLAYSSM_R1P=0 never.
+// its result buffers and flush area leave of 227 KiB (GDN fp32 d records:
+// four 32 KiB stages; bf16 d: five; KDA fp32: the most, eight of 16 KiB), a
+// grid of at most one block per SM and per claim of two items (GDN);
+// REPLAYSSM_R1P=0 never.
 TEST(DeltaGpu, PersistentLaunchChoice) {
   const int sms = 132;
   const DType F = DType::f32, H = DType::bf16;
@@ -656,19 +659,100 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
   for (int64_t B : {1, 32, 64, 256, 512}) {
     const auto g = delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, B, 16), F, F, H, sms);
     EXPECT_TRUE(g.use) << B;
-    EXPECT_EQ(g.nst, 3) << B;
-    EXPECT_EQ(g.grid, std::min<int64_t>(B * 16, sms)) << B;
+    EXPECT_EQ(g.nst, 4) << B;
+    EXPECT_EQ(g.grid, std::min<int64_t>((B * 16 + 1) / 2, sms)) << B;
     EXPECT_LE(g.smem, 227 * 1024) << B;
   }
-  EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 16), H, H, H, sms).nst, 4);
+  EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 16), H, H, H, sms).nst, 5);
   const auto k = delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 16), F, F, H, sms);
   EXPECT_TRUE(k.use);
-  EXPECT_EQ(k.nst, 7);
+  EXPECT_EQ(k.nst, 8);
   EXPECT_LE(k.smem, 227 * 1024);
   EXPECT_TRUE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 32), F, F, H, sms).use);
+  EXPECT_TRUE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 32), F, F, H, sms).use);
   EXPECT_FALSE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 64), F, F, H, sms).use);
   R1PMode off("0");
   EXPECT_FALSE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 16), F, F, H, sms).use);
+}
+
+// The persistent step's device workspace (delta_workspace_bytes: only at
+// T = 1 and only when the persistent step is taken): a workspace of that
+// size serves a step captured in a graph (no library buffer on a new
+// stream); one byte short, misaligned or host memory is an Error naming
+// 'workspace' and nothing is written (outputs, state, rings, cursors);
+// capturing with no workspace on a stream the library has no buffer for is
+// the same Error.
+TEST(DeltaGpu, PersistentWorkspace) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const Cfg c{DeltaFamily::gdn, {16, 64, 128, 128}};
+  const int64_t B = 5, S = 7, L = 4;
+  {
+    R1PMode off("0");
+    EXPECT_EQ(delta_workspace_bytes(c.f, SsmOp::replay_step, dshape(c), B, 1, L, cuda_exec()), 0u);
+  }
+  R1PMode on("1");
+  const size_t need = delta_workspace_bytes(c.f, SsmOp::replay_step, dshape(c), B, 1, L, cuda_exec());
+  EXPECT_GT(need, size_t(B * 16) * 4096);
+  EXPECT_EQ(delta_workspace_bytes(c.f, SsmOp::replay_step, dshape(c), B, 5, L, cuda_exec()), 0u);
+  EXPECT_GE(delta_workspace_bytes(c.f, SsmOp::replay_step, dshape(c), 2 * B, 1, L, cuda_exec()), need);
+  std::mt19937 rng(11);
+  Pool ref(c, S, L, 1, rng);
+  std::mt19937 rng2(11);
+  Pool pool(c, S, L, 1, rng2);
+  Pair slot = make_slots(B, S, 2, -1, rng);
+  Inputs in(c, {B, 1}, rng);
+  void* ws = nullptr;
+  RSSM_CUDA_OK(cudaMalloc(&ws, need + 64));
+  std::vector<char> host(need);
+  auto rejected = [&](Workspace w, const char* what) {
+    SCOPED_TRACE(what);
+    CapturedGraph side;  // a stream of its own, never captured
+    Exec e = side.exec(cuda_exec());
+    e.workspace = w;
+    in.poison();
+    try {
+      delta_replay_step(c.f, in.step(true, slot, -1), pool.view(true), Tensor{}, true, e);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& err) {
+      EXPECT_EQ(err.argument(), "workspace") << err.what();
+    }
+    sync();
+    EXPECT_TRUE(in.o.fetch().bytes_equal(in.o.h)) << "outputs written";
+    for (auto m : {&Pool::state, &Pool::rd, &Pool::rk, &Pool::rks, &Pool::rg, &Pool::cur})
+      EXPECT_TRUE((pool.*m).fetch().bytes_equal((ref.*m).h)) << "pool written";
+  };
+  rejected(Workspace{ws, need - 1}, "one byte short");
+  rejected(Workspace{static_cast<char*>(ws) + 16, need}, "misaligned");
+  rejected(Workspace{host.data(), need}, "host memory");
+  {
+    CapturedGraph g;  // capturing with no workspace on a new stream
+    in.poison();
+    RSSM_CUDA_OK(cudaStreamBeginCapture(g.stream(), cudaStreamCaptureModeThreadLocal));
+    bool threw = false;
+    try {
+      delta_replay_step(c.f, in.step(true, slot, -1), pool.view(true), Tensor{}, true, g.exec(cuda_exec()));
+    } catch (const Error& err) {
+      threw = true;
+      EXPECT_EQ(err.argument(), "workspace") << err.what();
+    }
+    cudaGraph_t graph = nullptr;
+    (void)cudaStreamEndCapture(g.stream(), &graph);
+    if (graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    EXPECT_TRUE(threw);
+  }
+  // The exact size, captured: the step matches the reference.
+  CapturedGraph graph;
+  Exec e = graph.exec(cuda_exec());
+  e.workspace = Workspace{ws, need};
+  graph.capture([&] { delta_replay_step(c.f, in.step(true, slot, -1), pool.view(true), Tensor{}, true, e); });
+  in.poison();
+  graph.replay();
+  delta_replay_step(c.f, in.step(false, slot, -1), ref.view(false), Tensor{}, true, ref_exec());
+  expect_close(in.o.fetch(), in.o.h, tol(c), "o");
+  for (auto m : {&Pool::state, &Pool::rd, &Pool::rk, &Pool::rks, &Pool::rg, &Pool::cur}) std::swap((pool.*m).h, (ref.*m).h);
+  pool.expect_equal(c, "after the captured step");
+  cudaFree(ws);
 }
 
 // 2,000 steps of the persistent kernel at batch 2 (L = 16, flushes every
@@ -701,12 +785,19 @@ TEST(DeltaGpu, PersistentMatchesBlockKernel) {
     Pair slot = make_slots(B, S, 7, -1, rng);
     Inputs in(c, {B, 1}, rng);
     CapturedGraph graph;
+    void* ws = nullptr;
     {
       R1PMode on("1");
-      graph.capture([&] {
-        delta_replay_step(c.f, in.step(true, slot, -1), pb.view(true), Tensor{}, true, graph.exec(cuda_exec()));
-      });
+      const size_t bytes = delta_workspace_bytes(c.f, SsmOp::replay_step, dshape(c), B, 1, L, cuda_exec());
+      RSSM_CUDA_OK(cudaMalloc(&ws, bytes));
+      Exec e = graph.exec(cuda_exec());
+      e.workspace = Workspace{ws, bytes};
+      graph.capture([&] { delta_replay_step(c.f, in.step(true, slot, -1), pb.view(true), Tensor{}, true, e); });
     }
+    struct Free {
+      void* p;
+      ~Free() { cudaFree(p); }
+    } free_ws{ws};
     for (int it = 0; it < 200; ++it) {
       Inputs fresh(c, {B, 1}, rng);
       for (auto m : {&Inputs::q, &Inputs::k, &Inputs::v, &Inputs::g, &Inputs::beta}) (in.*m).d->upload((fresh.*m).h);
