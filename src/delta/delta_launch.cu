@@ -679,13 +679,13 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
       a.nb = pp.nb;
       a.chunk = pp.chunk;
       a.nsw = pp.nsw;
-      a.grid_s = int(pp.grid);
       a.rows = int(d.B);
       static TimelineDump items{std::getenv("R1P_TIMING"), size_t(1) << 20};  // per item (replay1p.cuh)
       a.timing = timeline_stamps(items, size_t(d.B * d.H));
       a.lanes_copy = pp.lanes_copy;
-      // the claim-order lists' counters (the preparation sets the claim counter)
-      cuda_util::check(cudaMemsetAsync(a.scr, 0, 64, cuda_util::stream_of(exec)), fn, "workspace");
+      // the counters and the headers (their `ready` flags)
+      cuda_util::check(cudaMemsetAsync(a.scr, 0, size_t(r1p_pay_offset(d.B * d.H)), cuda_util::stream_of(exec)), fn,
+                       "workspace");
       const Launch lp = launch_of(pp.prep_grid, 1, 1, P1_WARPS * 32, pp.prep_smem, exec);
       kda ? launch_prep1<true>(a, lp) : launch_prep1<false>(a, lp);
       cuda_util::check_launch(fn);

@@ -139,9 +139,9 @@ struct ReplayArgs {
   int32_t* status = nullptr;
   int ld = 0;  // T = 1 bulk streams: d records per block in shared memory (heuristics.h, replay1_ld)
   // Persistent T = 1 step (replay1p.cuh): the stream's stages and result
-  // buffers, the batch's rows, items per claim, the stream's grid, sweeps per
-  // item; device scratch (counter, headers, payloads of scr_ps floats).
-  int nst = 0, nb = 0, rows = 0, chunk = 1, grid_s = 0, nsw = 0;
+  // buffers, the batch's rows, items per claim, sweeps per item; device
+  // scratch (counters, headers, payloads of scr_ps floats).
+  int nst = 0, nb = 0, rows = 0, chunk = 1, nsw = 0;
   void* scr = nullptr;
   int64_t scr_ps = 0;
   bool lanes_copy = false;  // persistent T = 1 kernel: its producer warp copies by 16-byte cp.async (else bulk copies)

@@ -4,18 +4,19 @@
 // one loaded DRAM round trip after another) and the state stream.
 //
 // 1. delta_prep1_kernel: one warp per item (row, key head), many resident
-//    warps per SM so the whole batch's chains are in flight at once (one
-//    wave at B = 256 for GDN HV64): slot, cursor and plan; the token (q̂, k̂,
-//    gates, β; its key and gate records appended); the record keys and the
-//    key products, the decays, and per row the history terms (replay1.cuh
-//    phases 1–3, the d records read straight from the ring). It writes per
-//    item a header (R1PItem) and a payload in the layout of the stream's
-//    result buffer (plus, for a flushing item, the fold's c_j and keys) into
-//    device scratch, and resets the stream's item counter.
-// 2. delta_replay1p_kernel, its programmatic dependent: one block per SM,
-//    - a loader warp claims items from the counter (chunks of a.chunk, the
-//      block's first chunk fixed) and copies each item's header and payload
-//      (a flushing item: also its d records from the ring) into one of NB
+//    warps per SM so that most of the batch's chains are in flight at once:
+//    slot, cursor and plan; the records prefetched into L2; the token (q̂,
+//    k̂, gates, β; its key and gate records appended); the record keys and
+//    the key products, the decays, and per row the history terms
+//    (replay1.cuh phases 1–3, the d records read straight from the ring).
+//    It writes per item a payload in the layout of the stream's result
+//    buffer (plus, for a flushing item, the fold's c_j and keys) and then a
+//    header (R1PItem) at the next place of the claim order, `ready` last.
+// 2. delta_replay1p_kernel, its programmatic dependent (its blocks start
+//    as the preparation's last wave leaves SMs free): one block per SM,
+//    - a loader warp claims chunks of a.chunk places of the claim order,
+//      waits for each header's `ready` and copies the item's payload (a
+//      flushing item: also its d records from the ring) into one of NB
 //      result buffers;
 //    - a producer warp streams the items' state rows, in claim order, into
 //      NST stages (a.lanes_copy: 16-byte cp.async by its 32 lanes; else one
@@ -51,7 +52,7 @@ struct R1PItem {
   int n_old;  // records folded (flush) or in the history
   int ost;    // ring position of the first of them
   float kq;   // k̂·q̂
-  int pad_;
+  int ready;  // set last (release) by the preparing warp; the loader polls it (acquire)
 };
 inline constexpr int R1P_LIVE = 1, R1P_FLUSH = 2;
 static_assert(sizeof(R1PItem) % 16 == 0, "headers are copied in 16-byte units");
@@ -82,10 +83,10 @@ __host__ __device__ inline R1PRes r1p_res(bool kda, int K, int L, int nh, int rb
 }
 
 // Device scratch of one step (delta_launch.cu, replay1p_scratch): the
-// stream's claim counter (u64) and the preparation's two list counters (u32,
-// zeroed by the launcher before each step), then nitems headers in claim
-// order (flushing items first: the most expensive are claimed first, so no
-// block ends on one), then nitems payloads (item b·H + kh at that index).
+// stream's claim counter (u64) and the preparation's list counter (u32),
+// then nitems headers in the order the preparing warps finish (all zeroed
+// by the launcher before each step: a header is ready once its `ready` is
+// set), then nitems payloads (item b·H + kh at that index).
 __host__ __device__ inline int64_t r1p_hdr_offset() { return 64; }  // bytes
 __host__ __device__ inline int64_t r1p_pay_offset(int64_t nitems) {
   return (r1p_hdr_offset() + nitems * int64_t(sizeof(R1PItem)) + 255) & ~int64_t(255);
@@ -98,7 +99,7 @@ __host__ __device__ inline int64_t r1p_scratch_bytes(int64_t nitems, const R1PRe
 // NB result buffers, the flush area (the fold's decays and keys as in the
 // payload, then the raw d records [L][RB] as stored).
 struct R1PLayout {
-  int64_t stg, bar, info, hs, res, fl, dtr, total;
+  int64_t stg, bar, info, res, fl, dtr, total;
 };
 __host__ __device__ inline R1PLayout r1p_layout(const R1PRes& r, int L, int rb, int dsz, int64_t sweep_bytes,
                                                 int nst, int nb) {
@@ -107,7 +108,6 @@ __host__ __device__ inline R1PLayout r1p_layout(const R1PRes& r, int L, int rb, 
   l.stg = o; o += int64_t(nst) * sweep_bytes / 4;
   l.bar = o; o += align4(2 * (2 * R1P_MAX_STAGES + 3 * nb));
   l.info = o; o += nb * int64_t(sizeof(R1PItem) / 4);
-  l.hs = o; o += R1P_MAX_CHUNK * int64_t(sizeof(R1PItem) / 4);
   l.res = o; o += nb * r.sz;
   l.fl = o; o += r.pay - r.sz;
   l.dtr = o; o += align4((int64_t(L) * rb * dsz + 3) / 4);
@@ -149,8 +149,7 @@ __host__ __device__ inline P1Layout p1_layout(bool kda, int K, int L, int nh) {
 
 // One warp per item (row b, key head kh), items b·H + kh. Header and payload
 // into a.scr (r1p_hdr_offset / r1p_pay_offset; payload stride a.scr_ps
-// floats); a.nsw: the sweeps of a live item; a.chunk · a.grid_s: the
-// counter's first value (the stream blocks' first chunks are fixed).
+// floats); a.nsw: the sweeps of a live item.
 template <bool KDA>
 __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kernel(ReplayArgs a) {
   extern __shared__ float4 smem4[];
@@ -160,9 +159,7 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
   const int dsz = rg.d_dt == DType::f32 ? 4 : 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   char* const scr = static_cast<char*>(a.scr);
-  if (blockIdx.x == 0 && threadIdx.x == 0)
-    *reinterpret_cast<unsigned long long*>(scr) = (unsigned long long)a.chunk * a.grid_s;
-  unsigned* const lists = reinterpret_cast<unsigned*>(scr + 8);  // [0] flushing items, [1] the others (zeroed)
+  unsigned* const done = reinterpret_cast<unsigned*>(scr + 8);  // headers published (zeroed)
   // the stream kernel's blocks may start (they wait for this grid before reading the scratch)
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   const int64_t nitems = int64_t(a.rows) * H;
@@ -187,12 +184,13 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
   h.s = s;
   h.b = b;
   h.kh = kh;
-  auto publish = [&] {  // the header at its place in the claim order
+  auto publish = [&] {  // the header at the next place of the claim order, `ready` last
     __syncwarp();
     if (lane == 0) {
-      const int64_t at = h.flags & R1P_FLUSH ? int64_t(atomicAdd(lists, 1u))
-                                             : nitems - 1 - int64_t(atomicAdd(lists + 1, 1u));
-      hdr[at] = h;
+      R1PItem* const at = hdr + atomicAdd(done, 1u);
+      *at = h;  // h.ready == 0
+      __threadfence();  // the payload, the records and the header before `ready`
+      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(&at->ready), "r"(1u) : "memory");
       r1p_stamp(a, it, 13);
     }
   };
@@ -529,27 +527,24 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
     return;
   }
   if (tid >= R1P_CONSUMERS) {
-    // ---- the loader warp ----
-    asm volatile("griddepcontrol.wait;" ::: "memory");  // the preparation kernel's scratch
+    // ---- the loader warp: claims chunks of items in the order their
+    // headers are published, waits for each header's `ready` (the
+    // preparation kernel may still run: the stream starts on the items
+    // prepared first) and copies its payload ----
     const char* const scr = static_cast<const char*>(a.scr);
     unsigned long long* const ctr = reinterpret_cast<unsigned long long*>(a.scr);
     const R1PItem* const hdr = reinterpret_cast<const R1PItem*>(scr + r1p_hdr_offset());
     const float* const pay = reinterpret_cast<const float*>(scr + r1p_pay_offset(nitems));
-    R1PItem* const HS = reinterpret_cast<R1PItem*>(sm + lay.hs);
     float* const FL = sm + lay.fl;
     char* const DTR = reinterpret_cast<char*>(sm + lay.dtr);
     const uint64_t keep = cuda_util::l2_policy_evict_normal();
-    int64_t base = int64_t(blockIdx.x) * C, last_flush = -1;
+    int64_t base = 0, last_flush = -1;
     for (int64_t n = 0;; ++n) {
       const int c = int(n % C);
       if (c == 0) {
-        if (n > 0) {
-          unsigned long long x = 0;
-          if (lane32 == 0) x = atomicAdd(ctr, (unsigned long long)C);
-          base = int64_t(__shfl_sync(FULL_MASK, x, 0));
-        }
-        if (lane32 < C && base + lane32 < nitems) HS[lane32] = hdr[base + lane32];
-        __syncwarp();
+        unsigned long long x = 0;
+        if (lane32 == 0) x = atomicAdd(ctr, (unsigned long long)C);
+        base = int64_t(__shfl_sync(FULL_MASK, x, 0));
       }
       const int buf = int(n % NB);
       if (n >= NB) cuda_util::mbar_wait(FRE + buf, uint32_t((n - NB) / NB) & 1u);
@@ -562,7 +557,15 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
         break;
       }
       if (lane32 == 0) {
-        const R1PItem h = HS[c];
+        const R1PItem* const hp = hdr + base + c;
+        for (;;) {
+          unsigned r;
+          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(r) : "l"(&hp->ready) : "memory");
+          if (r) break;
+          __nanosleep(64);
+        }
+        asm volatile("fence.proxy.async.global;" ::: "memory");  // the payload, read by bulk copies
+        const R1PItem h = *hp;
         const int64_t it = int64_t(h.b) * H + h.kh;  // its payload
         r1p_stamp(a, it, 0);
         info[buf] = h;
@@ -597,6 +600,10 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
       }
       __syncwarp();
     }
+    // every item's preparation is published, so this returns at once; it
+    // makes this grid's completion (which the cursor kernel waits for)
+    // imply the preparation kernel's
+    asm volatile("griddepcontrol.wait;" ::: "memory");
     return;
   }
 
