@@ -174,13 +174,13 @@ inline int replay_spec_prefetch_distance(bool kda, int64_t B, int sm_count) {
   return kda && B >= 32 ? 2 * std::max(sm_count, 1) / 2 : 0;
 }
 
-// The persistent T = 1 kernel (replay1p.cuh) is opt-in (REPLAYSSM_R1P=1):
-// slower than replay1.cuh's blocks at every measured row (B = 256: GDN HV64
-// fp32 385.8 against 325.5 µs, bf16 404.0 / 266.8, KDA fp32 413.0 / 279.5;
-// bench/results/2026-12-03_h200_t1_persistent_bd890f3.jsonl): items dealt
-// statically leave blocks with more flushing items late, and eight consumer
-// warps reduce bf16 / KDA items slower than the stream brings them
-// (docs/perf_notes_delta.md v21).
+// The persistent T = 1 step (replay1p.cuh) is opt-in (REPLAYSSM_R1P=1):
+// faster than replay1.cuh's blocks for bf16 states at B >= 256 (GDN HV64
+// 251.5 against 267.0 µs at B = 256, 468.5 / 520.8 at 512) but slower for
+// fp32 (GDN 356.3 / 325.9, KDA 305.4 / 279.9) and at B = 64
+// (bench/results/2026-12-03_h200_t1_persistent_split_16d7e70.jsonl), and it
+// needs device scratch: taking it by default for bf16 waits for the
+// workspace contract under graph capture (docs/perf_notes_delta.md v22).
 inline constexpr bool R1P_BY_DEFAULT = false;
 
 struct ReplayTile {
