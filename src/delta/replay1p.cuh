@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   char* const scr = static_cast<char*>(a.scr);
   unsigned* const done = reinterpret_cast<unsigned*>(scr + 8);  // headers published (zeroed)
-  // the stream kernel's blocks may start (they wait for this grid before reading the scratch)
+  // the stream kernel's blocks may start (they poll each header's `ready` before reading its payload)
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   const int64_t nitems = int64_t(a.rows) * H;
   const int64_t it = int64_t(blockIdx.x) * P1_WARPS + warp;
