@@ -8,18 +8,22 @@
 
 namespace replayssm {
 
-void check_workspace(const char* fn, const Exec& exec, const WorkspacePlan& plan) {
-  if (exec.backend != Backend::cpu || exec.workspace.data == nullptr) return;
-  const auto addr = reinterpret_cast<uintptr_t>(exec.workspace.data);
+void check_workspace_memory(const char* fn, const Workspace& w, size_t bytes, const std::string& sizing) {
+  const auto addr = reinterpret_cast<uintptr_t>(w.data);
   check::require(addr % WORKSPACE_ALIGN == 0, fn, "workspace",
                  "expected data aligned to " + std::to_string(WORKSPACE_ALIGN) +
                      " bytes, got an address " + std::to_string(addr % WORKSPACE_ALIGN) +
                      " bytes past a boundary");
-  check::require(exec.workspace.bytes >= plan.bytes(), fn, "workspace",
-                 "expected at least " + std::to_string(plan.bytes()) + " bytes (the family's "
-                 "*_workspace_bytes for this call and num_threads = " +
-                     std::to_string(plan.threads) + "), got " +
-                     std::to_string(exec.workspace.bytes));
+  check::require(w.bytes >= bytes, fn, "workspace",
+                 "expected at least " + std::to_string(bytes) + " bytes (" + sizing + "), got " +
+                     std::to_string(w.bytes));
+}
+
+void check_workspace(const char* fn, const Exec& exec, const WorkspacePlan& plan) {
+  if (exec.backend != Backend::cpu || exec.workspace.data == nullptr) return;
+  check_workspace_memory(fn, exec.workspace, plan.bytes(),
+                         "the family's *_workspace_bytes for this call and num_threads = " +
+                             std::to_string(plan.threads));
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "replayssm/types.h"
 
@@ -46,9 +47,12 @@ struct WorkspacePlan {
   size_t bytes() const { return shared + size_t(threads) * per_thread; }
 };
 
+// w.data aligned to WORKSPACE_ALIGN and w.bytes >= bytes, else
+// Error(fn, "workspace", ...) whose message names `sizing` (what reports the
+// size). Both backends' workspace checks.
+void check_workspace_memory(const char* fn, const Workspace& w, size_t bytes, const std::string& sizing);
 // Validates exec.workspace against `plan` (cpu backend only; the other
-// backends ignore it): when given, data aligned to WORKSPACE_ALIGN and
-// bytes >= plan.bytes(). Throws Error(fn, "workspace", ...).
+// backends ignore it): when given, check_workspace_memory.
 void check_workspace(const char* fn, const Exec& exec, const WorkspacePlan& plan);
 
 // The memory of one validated cpu call: exec.workspace when given, else the

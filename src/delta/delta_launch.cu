@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/workspace.h"
 #include "cuda/common.cuh"
 #include "delta/backend.h"
 #include "delta/heuristics.h"
@@ -534,11 +535,7 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
 // delta_workspace_bytes, or run a step of that size before capturing).
 void* replay1p_scratch(const char* fn, size_t bytes, const Exec& exec) {
   if (exec.workspace.data) {
-    check::require(exec.workspace.bytes >= bytes, fn, "workspace",
-                   "the cuda replay step needs " + std::to_string(bytes) + " bytes of device workspace " +
-                       "(delta_workspace_bytes), got " + std::to_string(exec.workspace.bytes));
-    check::require(reinterpret_cast<uintptr_t>(exec.workspace.data) % WORKSPACE_ALIGN == 0, fn, "workspace",
-                   "expected " + std::to_string(WORKSPACE_ALIGN) + "-byte alignment");
+    check_workspace_memory(fn, exec.workspace, bytes, "delta_workspace_bytes for this call");
     cudaPointerAttributes at{};
     const bool dev = cudaPointerGetAttributes(&at, exec.workspace.data) == cudaSuccess &&
                      (at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged);
@@ -668,8 +665,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     a.k_vec = vec4(pool.ring_k, d.K);
     a.g_vec = kda && vec4(pool.ring_g, d.K);
     const Replay1PPlan pp = dual ? Replay1PPlan{} : replay1p_plan(a.st, pool, sd, d, sm_count());
-    if (pp.use) {  // preparation, then the stream as its programmatic dependent
-      check::require(pp.smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda replay kernel's shared memory");
+    if (pp.use) {  // preparation, then the stream as its programmatic dependent (the plan fits 227 KiB)
       a.scr = replay1p_scratch(fn, pp.bytes, exec);
       a.scr_ps = pp.ps;
       a.nh = int(G);
@@ -827,35 +823,36 @@ Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLay
   return Replay1Choice{p.tile.nh, p.tile.vt, p.ld, p.bulk, p.qbulk, int64_t(p.smem)};
 }
 
+namespace {
+// replay1p_plan for a contiguous pool of these dtypes (S, R from d, at least
+// one slot and L + 1 positions): the launch choice and workspace size that
+// depend on shapes alone.
+Replay1PPlan contiguous_replay1p_plan(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms) {
+  void* const at = reinterpret_cast<void*>(uintptr_t(256));
+  const StateView st{at, d.HV * d.V * d.K, d.V * d.K, d.K};
+  const int64_t S = std::max<int64_t>(d.S, 1), R = std::max<int64_t>(d.R, d.L + 1);
+  DeltaPool pool;
+  pool.ring_d = Tensor::view(at, d_dtype, {S, R, d.HV, d.V}, Device::cuda);
+  pool.ring_k = Tensor::view(at, k_dtype, {S, R, d.H, d.K}, Device::cuda);
+  pool.ring_g = is_kda(d) ? Tensor::view(at, DType::f32, {S, R, d.HV, d.K}, Device::cuda)
+                          : Tensor::view(at, DType::f32, {S, R, d.HV}, Device::cuda);
+  return replay1p_plan(st, pool, state, d, sms);
+}
+}  // namespace
+
 size_t workspace_bytes(SsmOp op, const Dims& d) {
   if (op != SsmOp::replay_step || d.T != 1 || d.B < 1 || d.L < 1) return 0;
   size_t m = 0;
-  for (DType sd : {DType::f32, DType::bf16, DType::f16}) {  // a contiguous pool of each state dtype
-    const StateView st{reinterpret_cast<void*>(uintptr_t(256)), d.HV * d.V * d.K, d.V * d.K, d.K};
+  for (DType sd : {DType::f32, DType::bf16, DType::f16})  // records of the state's dtype or fp32
     for (DType rd : {sd, DType::f32}) {
-      void* const at = reinterpret_cast<void*>(uintptr_t(256));
-      const int64_t R = d.L + 1;
-      DeltaPool pool;
-      pool.ring_d = Tensor::view(at, rd, {1, R, d.HV, d.V}, Device::cuda);
-      pool.ring_k = Tensor::view(at, DType::f32, {1, R, d.H, d.K}, Device::cuda);
-      pool.ring_g = is_kda(d) ? Tensor::view(at, DType::f32, {1, R, d.HV, d.K}, Device::cuda)
-                              : Tensor::view(at, DType::f32, {1, R, d.HV}, Device::cuda);
-      const Replay1PPlan p = replay1p_plan(st, pool, sd, d, sm_count());
+      const Replay1PPlan p = contiguous_replay1p_plan(d, sd, rd, DType::f32, sm_count());
       if (p.use) m = std::max(m, p.bytes);
     }
-  }
   return m;
 }
 
 Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms) {
-  void* const at = reinterpret_cast<void*>(uintptr_t(256));
-  const StateView st{at, d.HV * d.V * d.K, d.V * d.K, d.K};
-  DeltaPool pool;
-  pool.ring_d = Tensor::view(at, d_dtype, {d.S, d.R, d.HV, d.V}, Device::cuda);
-  pool.ring_k = Tensor::view(at, k_dtype, {d.S, d.R, d.H, d.K}, Device::cuda);
-  pool.ring_g = is_kda(d) ? Tensor::view(at, DType::f32, {d.S, d.R, d.HV, d.K}, Device::cuda)
-                          : Tensor::view(at, DType::f32, {d.S, d.R, d.HV}, Device::cuda);
-  const Replay1PPlan p = replay1p_plan(st, pool, state, d, sms);
+  const Replay1PPlan p = contiguous_replay1p_plan(d, state, d_dtype, k_dtype, sms);
   return Replay1PChoice{p.use, p.nst, int64_t(p.grid), int64_t(p.smem)};
 }
 
