@@ -55,6 +55,57 @@ __host__ __device__ inline int64_t r1b_stage_floats(bool kda, int state_size, in
 // RQ = 4 rows per lane group and batch: 8 warps cover 128 rows.
 inline constexpr int R1Q_MAX_ROWS = 128;
 inline constexpr int R1Q_RQ = 4;
+
+// Pieces of the bulk stream's sweep shared with the persistent step
+// (replay1p.cuh), on a lane's E elements of FG rows f[i]:
+// one record of a flush's fold, f_i += w_i k̂ (kv: the lane's channels of k̂);
+template <int FG, int E>
+__device__ __forceinline__ void r1b_fold_record(float (&f)[FG][E], const float (&w)[FG], const float* kv) {
+#pragma unroll
+  for (int e = 0; e < E; e += 4) {
+    const float4 k4 = *reinterpret_cast<const float4*>(kv + e);
+#pragma unroll
+    for (int i = 0; i < FG; ++i) {
+      f[i][e] += w[i] * k4.x; f[i][e + 1] += w[i] * k4.y; f[i][e + 2] += w[i] * k4.z; f[i][e + 3] += w[i] * k4.w;
+    }
+  }
+}
+// the folded rows r0 + (u0 + i)·rpl + sub stored (rows < rb; col: the
+// lane's first element) and kept as stored, since the outputs read the
+// checkpoint as stored;
+template <DType SD, int FG, int E>
+__device__ __forceinline__ void r1b_store_rows(float (&f)[FG][E], typename Traits<SD>::type* base, int r0, int u0,
+                                               int rpl, int sub, int rb, int col) {
+  using TS = typename Traits<SD>::type;
+#pragma unroll
+  for (int i = 0; i < FG; ++i) {
+    const int ri = r0 + (u0 + i) * rpl + sub;
+    uint4 out;
+    TS* x = reinterpret_cast<TS*>(&out);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      x[e] = Traits<SD>::store(f[i][e]);
+      f[i][e] = Traits<SD>::load(x[e]);
+    }
+    if (ri < rb) __stcs(reinterpret_cast<uint4*>(base + int64_t(ri) * R1B_K + col), out);
+  }
+}
+// the rows' partial products with u_k and u_q, times qs[i].
+template <int FG, int E>
+__device__ __forceinline__ void r1b_row_dots(const float (&f)[FG][E], const float (&uk)[E], const float (&uq)[E],
+                                             const float (&qs)[FG], float* ak, float* aq) {
+#pragma unroll
+  for (int i = 0; i < FG; ++i) {
+    float pk = 0.f, pq = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      pk = fmaf(f[i][e], uk[e], pk);
+      pq = fmaf(f[i][e], uq[e], pq);
+    }
+    ak[i] = pk * qs[i];
+    aq[i] = pq * qs[i];
+  }
+}
 __host__ __device__ inline int64_t r1q_sweep_bytes(bool nvfp4, int vt, int64_t scale_row_bytes) {
   return int64_t(vt) * (nvfp4 ? R1B_K / 2 : R1B_K) + vt * scale_row_bytes + (nvfp4 ? 16 : 0);
 }
@@ -886,40 +937,11 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
               float w[FG];
 #pragma unroll
               for (int i = 0; i < FG; ++i) w[i] = wt[j * ds + rc[i] - dr0];
-              const float* kv = KV + j * K + lr * E;
-#pragma unroll
-              for (int e = 0; e < E; e += 4) {
-                const float4 k4 = *reinterpret_cast<const float4*>(kv + e);
-#pragma unroll
-                for (int i = 0; i < FG; ++i) {
-                  f[i][e] += w[i] * k4.x; f[i][e + 1] += w[i] * k4.y; f[i][e + 2] += w[i] * k4.z; f[i][e + 3] += w[i] * k4.w;
-                }
-              }
+              r1b_fold_record(f, w, KV + j * K + lr * E);
             }
-#pragma unroll
-            for (int i = 0; i < FG; ++i) {
-              const int r = r0 + (u0 + i) * RPL + sub;
-              uint4 out;
-              TS* x = reinterpret_cast<TS*>(&out);
-#pragma unroll
-              for (int e = 0; e < E; ++e) {
-                x[e] = Traits<SD>::store(f[i][e]);
-                f[i][e] = Traits<SD>::load(x[e]);  // the outputs read the checkpoint as stored
-              }
-              if (r < RB) __stcs(reinterpret_cast<uint4*>(BASE + int64_t(r) * R1B_K + lr * E), out);
-            }
+            r1b_store_rows<SD>(f, BASE, r0, u0, RPL, sub, RB, lr * E);
           }
-#pragma unroll
-          for (int i = 0; i < FG; ++i) {
-            float pk = 0.f, pq = 0.f;
-#pragma unroll
-            for (int e = 0; e < E; ++e) {
-              pk = fmaf(f[i][e], ukr[e], pk);
-              pq = fmaf(f[i][e], uqr[e], pq);
-            }
-            ak[u0 + i] = pk * qs[i];
-            aq[u0 + i] = pq * qs[i];
-          }
+          r1b_row_dots(f, ukr, uqr, qs, ak + u0, aq + u0);
         }
         __syncthreads();  // stage k % NST read: refill it with sweep k + NST
         if (tid == 0 && k + NST < nsw) {

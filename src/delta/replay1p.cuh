@@ -613,6 +613,9 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
   constexpr int RQ = r1b_rq(KDA), BR = RQ * RPL, LB = ROWB / LPB;
   constexpr int FG = KDA ? 2 : 4;  // rows per load group (a flush folds them together)
   static_assert(RQ % FG == 0, "whole row groups");
+  float ONES[FG];  // the rows' scales of r1b_row_dots (a plain state: 1)
+#pragma unroll
+  for (int i = 0; i < FG; ++i) ONES[i] = 1.f;
   const int lr = lane32 & (LPB - 1), sub = lane32 / LPB;
   uint4* const STG = reinterpret_cast<uint4*>(sm + lay.stg);
   TS* const state = static_cast<TS*>(a.st.p);
@@ -695,43 +698,14 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
                   w[i] = KDA ? d : d * CO[hc[i] * L + j];
                 }
               }
-              const float* kv = KV + j * K + lr * E;
-#pragma unroll
-              for (int e = 0; e < E; e += 4) {
-                const float4 k4 = *reinterpret_cast<const float4*>(kv + e);
-#pragma unroll
-                for (int i = 0; i < FG; ++i) {
-                  f[i][e] += w[i] * k4.x; f[i][e + 1] += w[i] * k4.y; f[i][e + 2] += w[i] * k4.z; f[i][e + 3] += w[i] * k4.w;
-                }
-              }
+              r1b_fold_record(f, w, KV + j * K + lr * E);
             }
           };
           if (dsz == 4) fold(std::true_type{});
           else fold(std::false_type{});
-#pragma unroll
-          for (int i = 0; i < FG; ++i) {
-            const int r = r0 + (u0 + i) * RPL + sub;
-            uint4 out;
-            TS* x = reinterpret_cast<TS*>(&out);
-#pragma unroll
-            for (int e = 0; e < E; ++e) {
-              x[e] = Traits<SD>::store(f[i][e]);
-              f[i][e] = Traits<SD>::load(x[e]);  // the outputs read the checkpoint as stored
-            }
-            if (r < RB) __stcs(reinterpret_cast<uint4*>(BASE + int64_t(r) * R1B_K + lr * E), out);
-          }
+          r1b_store_rows<SD>(f, BASE, r0, u0, RPL, sub, RB, lr * E);
         }
-#pragma unroll
-        for (int i = 0; i < FG; ++i) {
-          float pk = 0.f, pq = 0.f;
-#pragma unroll
-          for (int e = 0; e < E; ++e) {
-            pk = fmaf(f[i][e], ukr[e], pk);
-            pq = fmaf(f[i][e], uqr[e], pq);
-          }
-          ak[u0 + i] = pk;
-          aq[u0 + i] = pq;
-        }
+        r1b_row_dots(f, ukr, uqr, ONES, ak + u0, aq + u0);
       }
       csync();  // the stage read: refill it
       if (tid == 0) cuda_util::mbar_arrive(EMPTY + st);
