@@ -56,6 +56,32 @@ __host__ __device__ inline int64_t r1b_stage_floats(bool kda, int state_size, in
 inline constexpr int R1Q_MAX_ROWS = 128;
 inline constexpr int R1Q_RQ = 4;
 
+// GDN decays of one value head (phase 2; the persistent step's preparation
+// too): c_j = e^{tok + Σ_{j<i<m} g_i} into co[j], j < m = n_old, by a suffix
+// scan over the warp's lanes (m < 32; longer histories: lane 0's serial
+// chain); returns tok + Σ_{i<m} g_i (m < 32: in every lane; else lane 0's),
+// the exponent of e^{Λ} (m = 0: 0, the caller uses tok).
+__device__ __forceinline__ float gdn_suffix_decays(const float* g, float tok, int n_old, float* co, int lane) {
+  if (n_old < 32) {
+    // lane j: y_j = g_{j+1} (j + 1 < m), the token's t (j + 1 = m); suffix sums
+    float y = lane + 1 < n_old ? g[lane + 1] : lane + 1 == n_old ? tok : 0.f;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float t = __shfl_down_sync(0xffffffffu, y, o);
+      if (lane + o < 32) y += t;
+    }
+    if (lane < n_old) co[lane] = expf(y);
+    return __shfl_sync(0xffffffffu, y, 0) + (n_old > 0 ? g[0] : 0.f);  // t + Σ_{i<m} g_i
+  }
+  float suf = tok;
+  if (lane == 0)
+    for (int j = n_old - 1; j >= 0; --j) {
+      co[j] = expf(suf);
+      suf += g[j];
+    }
+  return suf;
+}
+
 // Pieces of the bulk stream's sweep shared with the persistent step
 // (replay1p.cuh), on a lane's E elements of FG rows f[i]:
 // one record of a flush's fold, f_i += w_i k̂ (kv: the lane's channels of k̂);
@@ -625,35 +651,13 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
       for (int hl = warp; hl < nh; hl += nwarps) {
         const float* g = GS + hl * (L + 1);
         const float tok = flush ? 0.f : g[n_old];
-        if (n_old < 32) {
-          // lane j: y_j = g_{j+1} (j + 1 < m), the token's t (j + 1 = m); suffix sums
-          float y = lane32 + 1 < n_old ? g[lane32 + 1] : lane32 + 1 == n_old ? tok : 0.f;
-#pragma unroll
-          for (int o = 1; o < 32; o <<= 1) {
-            const float t = __shfl_down_sync(FULL_MASK, y, o);
-            if (lane32 + o < 32) y += t;
-          }
-          if (lane32 < n_old) CO[hl * L + lane32] = expf(y);
-          const float all = __shfl_sync(FULL_MASK, y, 0) + (n_old > 0 ? g[0] : 0.f);  // t + Σ_{i<m} g_i
-          if (lane32 == 0) {
-            if (flush) {
-              E0[hl] = expf(all);
-              EU[hl] = expf(g[n_old]);
-            } else {
-              EU[hl] = expf(n_old > 0 ? all : tok);
-            }
-          }
-        } else if (lane32 == 0) {
-          float suf = tok;
-          for (int j = n_old - 1; j >= 0; --j) {
-            CO[hl * L + j] = expf(suf);
-            suf += g[j];
-          }
+        const float all = gdn_suffix_decays(g, tok, n_old, CO + hl * L, lane32);
+        if (lane32 == 0) {
           if (flush) {
-            E0[hl] = expf(suf);
+            E0[hl] = expf(all);
             EU[hl] = expf(g[n_old]);
           } else {
-            EU[hl] = expf(suf);
+            EU[hl] = expf(n_old > 0 ? all : tok);
           }
         }
       }

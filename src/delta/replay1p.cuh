@@ -370,30 +370,10 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
     for (int hl = 0; hl < nh; ++hl) {
       const float* gg = GS + hl * (L + 1);
       const float tok = flush ? 0.f : gg[n_old];
-      float e0, eu;
-      if (n_old < 32) {
-        float y = lane + 1 < n_old ? gg[lane + 1] : lane + 1 == n_old ? tok : 0.f;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const float t = __shfl_down_sync(FULL_MASK, y, o);
-          if (lane + o < 32) y += t;
-        }
-        if (lane < n_old) CO[hl * L + lane] = expf(y);
-        const float all = __shfl_sync(FULL_MASK, y, 0) + (n_old > 0 ? gg[0] : 0.f);
-        e0 = flush ? expf(all) : 0.f;
-        eu = flush ? expf(gg[n_old]) : expf(n_old > 0 ? all : tok);
-      } else {
-        float sf = tok;
-        for (int j = n_old - 1; j >= 0; --j) {
-          if (lane == 0) CO[hl * L + j] = expf(sf);
-          sf += gg[j];
-        }
-        e0 = flush ? expf(sf) : 0.f;
-        eu = flush ? expf(gg[n_old]) : expf(sf);
-      }
+      const float all = gdn_suffix_decays(gg, tok, n_old, CO + hl * L, lane);
       if (lane == 0) {
-        P[rl.e0 + hl] = e0;
-        P[rl.eu + hl] = eu;
+        P[rl.e0 + hl] = flush ? expf(all) : 0.f;
+        P[rl.eu + hl] = flush ? expf(gg[n_old]) : expf(n_old > 0 ? all : tok);
       }
     }
     for (int i = lane; i < K; i += 32) {
