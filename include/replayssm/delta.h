@@ -110,19 +110,21 @@ int64_t delta_snapshot_bytes_per_row(const DeltaShape& s, DType state, int64_t T
 //   T  tokens per row (decode, snapshot_decode, replay_step; ignored otherwise);
 //   L  the pool's history capacity (replay_step, prefill, materialize, flush;
 //      0 for a baseline pool; ignored by decode and snapshot_decode).
-// The size grows with B, T and L, so one workspace sized for the largest call
-// serves every smaller one. The reference backend (the oracle) needs none (0)
-// and ignores Exec::workspace (it keeps its own allocations). On the cpu
-// backend a call given a workspace uses only it (no allocation while
-// computing); without one (data == nullptr) it uses an internal per-thread
-// buffer. On the cuda backend only replay_step at T = 1 on the persistent
-// path (opt-in: REPLAYSSM_R1P=1, docs/perf_notes_delta.md v22) needs one:
-// device memory, 64-byte aligned, for the step's per-item scratch; 0
-// otherwise. Without one the library keeps a device buffer per device and
-// stream that only grows (older ones stay allocated for graphs that captured
-// them) and cannot grow while the stream is capturing: an Error naming
-// 'workspace' then. Pass a workspace when capturing a step of a size not
-// run before.
+// On the cpu backend the size grows with B, T and L, so one workspace sized
+// for the largest call serves every smaller one. The reference backend (the
+// oracle) needs none (0) and ignores Exec::workspace (it keeps its own
+// allocations). On the cpu backend a call given a workspace uses only it (no
+// allocation while computing); without one (data == nullptr) it uses an
+// internal per-thread buffer. On the cuda backend only replay_step at T = 1
+// on the persistent path needs one (taken for bf16 / fp16 states of at least
+// 3 MiB per SM and L <= 32, docs/perf_notes_delta.md v22–v23; it grows with
+// B and is 0 for other calls): device memory, 64-byte aligned, for the
+// step's per-item scratch. Without one the library keeps a device buffer per
+// device and stream that only grows (older ones stay allocated for graphs
+// that captured them) and cannot grow while the stream is capturing: a
+// captured step that finds none big enough takes the block kernel instead
+// (the same results, a slower step). Pass a workspace when capturing a step
+// of a size not run before on that stream.
 size_t delta_workspace_bytes(DeltaFamily f, SsmOp op, const DeltaShape& s, int64_t B, int64_t T,
                              int64_t L, const Exec& exec);
 

@@ -62,7 +62,7 @@ Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType 
 // Device workspace of `op` (Exec::workspace): the persistent T = 1 replay
 // step's scratch (delta_launch.cu, replay1p_plan) when it would be taken for
 // a contiguous pool with records of the state's dtype or fp32 (the larger);
-// 0 for every other operation.
+// 0 for every other operation (a captured step without it takes the blocks).
 size_t workspace_bytes(SsmOp op, const Dims& d);
 // Dual-precision pools (pool.read_copy of layout `copy`; dual tensors
 // validated by dual::check_device_pool, the rest as for a single pool).

@@ -473,16 +473,20 @@ bool bulk_records(const Tensor& t, int64_t bytes) {
 // items, each a whole key head (GDN: its G value heads) of K = 128 rows
 // contiguous in the state, records readable by bulk copies (GDN's d
 // records of a key head contiguous), the plain state (no read copy), L <=
-// 32, and (R1P_BY_DEFAULT) at least two items per SM. The stream's stages
-// fill the shared memory its NB result buffers and flush area leave (at
-// most R1P_MAX_STAGES). REPLAYSSM_R1P=0 never takes it, =1 whenever it fits
-// (tests at small batches); REPLAYSSM_R1P_NST, REPLAYSSM_R1P_NB and
+// 32, and by default (heuristics.h, r1p_by_default) a 16-bit state of at
+// least 3 MiB per SM. The stream's stages fill the shared memory its NB
+// result buffers and flush area leave (at most R1P_MAX_STAGES).
+// REPLAYSSM_R1P=0 never takes it; =1 whenever it fits, a captured step
+// without device scratch then being an Error naming `workspace` (tests at
+// small batches); =2 whenever it fits, such a step taking the blocks as by
+// default (tests); REPLAYSSM_R1P_NST, REPLAYSSM_R1P_NB and
 // REPLAYSSM_R1P_CHUNK override its stages, result buffers and items per
 // claim (measurements).
 struct Replay1PPlan {
   bool use = false;
   int nst = 0, nb = 0, chunk = 1, nsw = 0;
   bool lanes_copy = false;
+  bool need_scratch = false;  // REPLAYSSM_R1P=1: no fallback to the blocks under capture
   unsigned grid = 0, prep_grid = 0;
   size_t smem = 0, prep_smem = 0;
   int64_t ps = 0;    // payload stride (floats)
@@ -505,7 +509,7 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
       !bulk_records(pool.ring_k, d.K * ksz) || (kda && !bulk_records(pool.ring_g, d.K * 4)))
     return p;
   const int64_t items = d.B * d.H;
-  if (mode != 1 && (!R1P_BY_DEFAULT || items < 2 * int64_t(sms))) return p;
+  if (mode != 1 && mode != 2 && !r1p_by_default(ss, d.B * d.HV * d.V * d.K * ss, sms)) return p;
   const int64_t sw = r1b_sweep_rows(kda, int(ss)), swb = sw * R1B_K * ss;
   const R1PRes rl = r1p_res(kda, int(d.K), int(d.L), int(G), int(rb));
   const int nb = std::clamp(env_int("REPLAYSSM_R1P_NB", kda ? 8 : 6), 2, 16);
@@ -514,6 +518,7 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
                                         std::min<int64_t>(R1P_MAX_STAGES, (227 * 1024 - fixed) / swb)));
   if (nst < 2) return p;
   p.use = true;
+  p.need_scratch = mode == 1;
   p.nst = nst;
   p.nb = nb;
   p.chunk = std::clamp(env_int("REPLAYSSM_R1P_CHUNK", kda ? 4 : 2), 1, R1P_MAX_CHUNK);
@@ -531,9 +536,10 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
 // The persistent step's scratch: the caller's workspace (device memory),
 // else a buffer of the library per device and stream that only grows, its
 // older buffers kept (a captured graph may hold them); it cannot grow while
-// the stream is capturing (an error naming workspace: pass one, sized by
+// the stream is capturing: null (the caller takes replay1.cuh's blocks), or
+// when `required` an error naming workspace (pass one, sized by
 // delta_workspace_bytes, or run a step of that size before capturing).
-void* replay1p_scratch(const char* fn, size_t bytes, const Exec& exec) {
+void* replay1p_scratch(const char* fn, size_t bytes, const Exec& exec, bool required) {
   if (exec.workspace.data) {
     check_workspace_memory(fn, exec.workspace, bytes, "delta_workspace_bytes for this call");
     cudaPointerAttributes at{};
@@ -556,6 +562,7 @@ void* replay1p_scratch(const char* fn, size_t bytes, const Exec& exec) {
   if (b.bytes < bytes) {
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     (void)cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(exec.stream), &cs);
+    if (cs != cudaStreamCaptureStatusNone && !required) return nullptr;
     check::require(cs == cudaStreamCaptureStatusNone, fn, "workspace",
                    "the cuda replay step needs " + std::to_string(bytes) +
                        " bytes of device workspace and the stream is capturing: pass Exec::workspace " +
@@ -665,8 +672,9 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     a.k_vec = vec4(pool.ring_k, d.K);
     a.g_vec = kda && vec4(pool.ring_g, d.K);
     const Replay1PPlan pp = dual ? Replay1PPlan{} : replay1p_plan(a.st, pool, sd, d, sm_count());
-    if (pp.use) {  // preparation, then the stream as its programmatic dependent (the plan fits 227 KiB)
-      a.scr = replay1p_scratch(fn, pp.bytes, exec);
+    // preparation, then the stream as its programmatic dependent (the plan
+    // fits 227 KiB); without scratch under capture, the blocks below
+    if (pp.use && (a.scr = replay1p_scratch(fn, pp.bytes, exec, pp.need_scratch)) != nullptr) {
       a.scr_ps = pp.ps;
       a.nh = int(G);
       a.vt = int(d.V);

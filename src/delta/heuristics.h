@@ -174,14 +174,21 @@ inline int replay_spec_prefetch_distance(bool kda, int64_t B, int sm_count) {
   return kda && B >= 32 ? 2 * std::max(sm_count, 1) / 2 : 0;
 }
 
-// The persistent T = 1 step (replay1p.cuh) is opt-in (REPLAYSSM_R1P=1):
-// faster than replay1.cuh's blocks for bf16 states at B >= 256 (GDN HV64
-// 251.5 against 267.0 µs at B = 256, 468.5 / 520.8 at 512) but slower for
-// fp32 (GDN 356.3 / 325.9, KDA 305.4 / 279.9) and at B = 64
-// (bench/results/2026-12-03_h200_t1_persistent_split_16d7e70.jsonl), and it
-// needs device scratch: taking it by default for bf16 waits for the
-// workspace contract under graph capture (docs/perf_notes_delta.md v22).
-inline constexpr bool R1P_BY_DEFAULT = false;
+// The persistent T = 1 step (replay1p.cuh) by default: 16-bit states with at
+// least 3 MiB of the batch's state per SM. Measured against replay1.cuh's
+// blocks (bench/results/2026-12-03_h200_t1_persistent_split_16d7e70.jsonl,
+// …_persistent_default_*.jsonl): faster for bf16 at 4 MiB per SM (GDN HV64
+// B = 256: 251.5 against 267.0 µs) and 8 MiB (GDN B = 512: 468.5 / 520.8;
+// KDA B = 512: 458 / 488), about equal at 2 MiB (KDA B = 256: 248.3 /
+// 248.8), slower at 1 MiB (GDN bf16 B = 64: 101.5 / 80.6) and for fp32 states at
+// every batch (GDN 356.3 / 325.9, KDA 305.4 / 279.9 at B = 256). A
+// captured step that has no device scratch for it (no Exec::workspace and
+// no library buffer of the stream) takes the blocks instead: the same
+// arithmetic (DeltaGpu.PersistentMatchesBlockKernel).
+inline constexpr int64_t R1P_MIN_STATE_PER_SM = int64_t(3) << 20;
+inline bool r1p_by_default(int64_t state_size, int64_t state_bytes, int sm_count) {
+  return state_size == 2 && state_bytes >= R1P_MIN_STATE_PER_SM * std::max(sm_count, 1);
+}
 
 struct ReplayTile {
   int nh;  // value heads per block (a divisor of G); > 1 only with vt = V

@@ -180,6 +180,21 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
   if (lane == 0) r1p_stamp(a, it, 12);
   const int b = int(it / H), kh = int(it - int64_t(b) * H), hv0 = kh * in.G;
   const int64_t s = idx_at(a.slot, b);
+  // The token (it does not depend on the slot): the gates' and β's loads,
+  // then q̂, k̂ (its key record), issued with the slot's load so that the
+  // chain slot → cursor → records does not wait for them.
+  GateRaw gr[4];
+  uint32_t bb = 0u;
+  if (!KDA) {
+    if (lane < nh) gr[0] = gate_raw(in, false, b, 0, hv0 + lane, 0);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (lane + 32 * e < K) gr[e] = gate_raw(in, true, b, 0, hv0, lane + 32 * e);
+  }
+  if (lane < nh) bb = act_bits(in.beta, b, 0, hv0 + lane);
+  float ks, kq;
+  warp_prep_qk(in, b, 0, kh, KT, QV, ks, kq, KR);
   R1PItem h{};
   h.s = s;
   h.b = b;
@@ -239,13 +254,9 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
       cuda_util::prefetch_l2(rg.g + s * rg.g0 + pos * rg.g1 + int64_t(hv0) * rg.g2, uint32_t((KDA ? K : nh) * 4));
     }
   }
-  // The token: q̂, k̂ (its key record), gates and β (their records). The
-  // gates', β's and (GDN) the record gates' loads are issued with q and k.
-  GateRaw gr[4];
-  uint32_t bb = 0u;
+  // The token's records (key, gates); GDN: the record gates' loads.
   float og[4];
   if (!KDA) {
-    if (lane < nh) gr[0] = gate_raw(in, false, b, 0, hv0 + lane, 0);
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int x = lane + 32 * u;
@@ -254,14 +265,7 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
         og[u] = rg.g[s * rg.g0 + pos_of(x - hh * n_old) * rg.g1 + int64_t(hv0 + hh) * rg.g2];
       }
     }
-  } else {
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      if (lane + 32 * e < K) gr[e] = gate_raw(in, true, b, 0, hv0, lane + 32 * e);
   }
-  if (lane < nh) bb = act_bits(in.beta, b, 0, hv0 + lane);
-  float ks, kq;
-  warp_prep_qk(in, b, 0, kh, KT, QV, ks, kq, KR);
   {
     const int64_t ko = s * rg.k0 + apos * rg.k1 + int64_t(kh) * rg.k2;
     for (int i = lane; i < K; i += 32) store_any(rg.k, rg.k_dt, ko + i, KR[i]);

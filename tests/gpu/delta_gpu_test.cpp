@@ -608,8 +608,10 @@ TEST(DeltaGpu, LongRun) {
             {DeltaFamily::kda, {2, 4, 64, 64}, DType::f32, DType::bf16}});
 }
 
-// The persistent T = 1 kernel (replay1p.cuh) is opt-in: REPLAYSSM_R1P=1
-// takes it at any batch (=0 never; unset: as R1P_BY_DEFAULT), so these
+// The persistent T = 1 kernel (replay1p.cuh) is taken by default for
+// 16-bit states of at least 3 MiB per SM (heuristics.h, r1p_by_default);
+// REPLAYSSM_R1P=1 takes it at any batch (=2 too, falling back to the blocks
+// when a capture has no scratch for it, as by default; =0 never), so these
 // tests run it on small grids too: blocks with one item, with several (the
 // grid is min(items, SMs)), pad rows, flushes and random ring starts.
 struct R1PMode {
@@ -643,8 +645,9 @@ TEST(DeltaGpu, PersistentStep) {
   }
 }
 
-// The persistent kernel's launch choice (no GPU needed): by default as
-// R1P_BY_DEFAULT says (off: slower, heuristics.h); with REPLAYSSM_R1P=1 at the
+// The persistent kernel's launch choice (no GPU needed): by default for
+// bf16 / f16 states of at least 3 MiB per SM (GDN HV64 from B = 198 at 132
+// SMs, KDA 32 × 128 from B = 396), never for fp32; with REPLAYSSM_R1P=1 at the
 // production shapes at any batch, not beyond L = 32, its stages filling what
 // its result buffers and flush area leave of 227 KiB (GDN fp32 d records:
 // four 32 KiB stages; bf16 d: five; KDA fp32: the most, eight of 16 KiB), a
@@ -653,8 +656,22 @@ TEST(DeltaGpu, PersistentStep) {
 TEST(DeltaGpu, PersistentLaunchChoice) {
   const int sms = 132;
   const DType F = DType::f32, H = DType::bf16;
-  EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 16), F, F, H, sms).use,
-            delta::cuda_impl::R1P_BY_DEFAULT);
+  auto dflt = [&](DeltaFamily f, int64_t H_, int64_t HV, int64_t B, DType st) {
+    return delta::cuda::replay1p_choice(t1_dims(f, H_, HV, B, 16), st, st, H, sms).use;
+  };
+  for (int64_t B : {64, 197, 198, 256, 512}) {
+    EXPECT_EQ(dflt(DeltaFamily::gdn, 16, 64, B, H), B >= 198) << B;
+    EXPECT_EQ(dflt(DeltaFamily::gdn, 16, 64, B, DType::f16), B >= 198) << B;
+    EXPECT_FALSE(dflt(DeltaFamily::gdn, 16, 64, B, F)) << B;
+  }
+  for (int64_t B : {256, 395, 396, 512}) {
+    EXPECT_EQ(dflt(DeltaFamily::kda, 32, 32, B, H), B >= 396) << B;
+    EXPECT_FALSE(dflt(DeltaFamily::kda, 32, 32, B, F)) << B;
+  }
+  {
+    R1PMode two("2");
+    EXPECT_TRUE(dflt(DeltaFamily::gdn, 16, 64, 8, F));
+  }
   R1PMode on("1");
   for (int64_t B : {1, 32, 64, 256, 512}) {
     const auto g = delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, B, 16), F, F, H, sms);
@@ -753,6 +770,43 @@ TEST(DeltaGpu, PersistentWorkspace) {
   for (auto m : {&Pool::state, &Pool::rd, &Pool::rk, &Pool::rks, &Pool::rg, &Pool::cur}) std::swap((pool.*m).h, (ref.*m).h);
   pool.expect_equal(c, "after the captured step");
   cudaFree(ws);
+}
+
+// The default contract (REPLAYSSM_R1P=2: the persistent step wherever it
+// fits, as the default rule takes it at large batches): a step captured on
+// a stream the library has no scratch for and with no Exec::workspace takes
+// replay1.cuh's blocks instead of failing, and the graph's steps match the
+// reference (flushes at L = 4 included); delta_workspace_bytes still
+// reports the scratch that would let the capture take the persistent step.
+TEST(DeltaGpu, PersistentCaptureWithoutWorkspace) {
+  RSSM_SKIP_WITHOUT_GPU();
+  R1PMode two("2");
+  for (const Cfg& c : {Cfg{DeltaFamily::gdn, {16, 64, 128, 128}, DType::bf16}, Cfg{DeltaFamily::kda, {4, 4, 128, 128}}}) {
+    SCOPED_TRACE(name(c));
+    const int64_t B = 5, S = 7, L = 4;
+    EXPECT_GT(delta_workspace_bytes(c.f, SsmOp::replay_step, dshape(c), B, 1, L, cuda_exec()), 0u);
+    std::mt19937 rng(21);
+    Pool ref(c, S, L, 1, rng);
+    std::mt19937 rng2(21);
+    Pool pool(c, S, L, 1, rng2);
+    Pair slot = make_slots(B, S, 2, -1, rng);
+    Inputs in(c, {B, 1}, rng);
+    CapturedGraph graph;  // a new stream: no library scratch for it
+    graph.capture([&] {
+      delta_replay_step(c.f, in.step(true, slot, -1), pool.view(true), Tensor{}, true, graph.exec(cuda_exec()));
+    });
+    for (int step = 0; step < 6; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      in.poison();
+      graph.replay();
+      delta_replay_step(c.f, in.step(false, slot, -1), ref.view(false), Tensor{}, true, ref_exec());
+      expect_close(in.o.fetch(), in.o.h, tol(c), "o");
+      if (::testing::Test::HasFailure()) return;
+    }
+    for (auto m : {&Pool::state, &Pool::rd, &Pool::rk, &Pool::rks, &Pool::rg, &Pool::cur})
+      std::swap((pool.*m).h, (ref.*m).h);
+    pool.expect_equal(c, "after the captured steps");
+  }
 }
 
 // 2,000 steps of the persistent kernel at batch 2 (L = 16, flushes every
