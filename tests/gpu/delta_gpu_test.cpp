@@ -692,6 +692,18 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
   EXPECT_FALSE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 16), F, F, H, sms).use);
 }
 
+// A pool and its reference twin (the same random contents), distinct slots
+// for B rows (row 2 a pad row) and one token of inputs.
+struct Twin {
+  std::mt19937 rng, rng2;
+  Pool ref, pool;
+  Pair slot;
+  Inputs in;
+  Twin(const Cfg& c, int64_t B, int64_t S, int64_t L, uint32_t seed)
+      : rng(seed), rng2(seed), ref(c, S, L, 1, rng), pool(c, S, L, 1, rng2), slot(make_slots(B, S, 2, -1, rng)),
+        in(c, {B, 1}, rng) {}
+};
+
 // The persistent step's device workspace (delta_workspace_bytes: only at
 // T = 1 and only when the persistent step is taken): a workspace of that
 // size serves a step captured in a graph (no library buffer on a new
@@ -712,12 +724,10 @@ TEST(DeltaGpu, PersistentWorkspace) {
   EXPECT_GT(need, size_t(B * 16) * 4096);
   EXPECT_EQ(delta_workspace_bytes(c.f, SsmOp::replay_step, dshape(c), B, 5, L, cuda_exec()), 0u);
   EXPECT_GE(delta_workspace_bytes(c.f, SsmOp::replay_step, dshape(c), 2 * B, 1, L, cuda_exec()), need);
-  std::mt19937 rng(11);
-  Pool ref(c, S, L, 1, rng);
-  std::mt19937 rng2(11);
-  Pool pool(c, S, L, 1, rng2);
-  Pair slot = make_slots(B, S, 2, -1, rng);
-  Inputs in(c, {B, 1}, rng);
+  Twin t(c, B, S, L, 11);
+  Pool &ref = t.ref, &pool = t.pool;
+  Pair& slot = t.slot;
+  Inputs& in = t.in;
   void* ws = nullptr;
   RSSM_CUDA_OK(cudaMalloc(&ws, need + 64));
   std::vector<char> host(need);
@@ -785,21 +795,18 @@ TEST(DeltaGpu, PersistentCaptureWithoutWorkspace) {
     SCOPED_TRACE(name(c));
     const int64_t B = 5, S = 7, L = 4;
     EXPECT_GT(delta_workspace_bytes(c.f, SsmOp::replay_step, dshape(c), B, 1, L, cuda_exec()), 0u);
-    std::mt19937 rng(21);
-    Pool ref(c, S, L, 1, rng);
-    std::mt19937 rng2(21);
-    Pool pool(c, S, L, 1, rng2);
-    Pair slot = make_slots(B, S, 2, -1, rng);
-    Inputs in(c, {B, 1}, rng);
+    Twin t(c, B, S, L, 21);
+    Pool &ref = t.ref, &pool = t.pool;
+    Inputs& in = t.in;
     CapturedGraph graph;  // a new stream: no library scratch for it
     graph.capture([&] {
-      delta_replay_step(c.f, in.step(true, slot, -1), pool.view(true), Tensor{}, true, graph.exec(cuda_exec()));
+      delta_replay_step(c.f, in.step(true, t.slot, -1), pool.view(true), Tensor{}, true, graph.exec(cuda_exec()));
     });
     for (int step = 0; step < 6; ++step) {
       SCOPED_TRACE("step " + std::to_string(step));
       in.poison();
       graph.replay();
-      delta_replay_step(c.f, in.step(false, slot, -1), ref.view(false), Tensor{}, true, ref_exec());
+      delta_replay_step(c.f, in.step(false, t.slot, -1), ref.view(false), Tensor{}, true, ref_exec());
       expect_close(in.o.fetch(), in.o.h, tol(c), "o");
       if (::testing::Test::HasFailure()) return;
     }
