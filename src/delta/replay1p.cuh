@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
       cuda_util::prefetch_l2(rg.g + s * rg.g0 + pos * rg.g1 + int64_t(hv0) * rg.g2, uint32_t((KDA ? K : nh) * 4));
     }
   }
-  // The token's records (key, gates); GDN: the record gates' loads.
+  // GDN: the old records' gates (their loads issued before the token's records are stored).
   float og[4];
   if (!KDA) {
 #pragma unroll
