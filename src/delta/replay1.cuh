@@ -116,7 +116,7 @@ __device__ __forceinline__ void r1b_store_rows(float (&f)[FG][E], typename Trait
     if (ri < rb) __stcs(reinterpret_cast<uint4*>(base + int64_t(ri) * R1B_K + col), out);
   }
 }
-// the rows' partial products with u_k and u_q, times qs[i].
+// the rows' partial products with u_k and u_q, times qs[i];
 template <int FG, int E>
 __device__ __forceinline__ void r1b_row_dots(const float (&f)[FG][E], const float (&uk)[E], const float (&uq)[E],
                                              const float (&qs)[FG], float* ak, float* aq) {
@@ -130,6 +130,31 @@ __device__ __forceinline__ void r1b_row_dots(const float (&f)[FG][E], const floa
     }
     ak[i] = pk * qs[i];
     aq[i] = pq * qs[i];
+  }
+}
+// and the end of a sweep: the products of the warp's RQ row groups summed
+// per row (transposed reductions), then, by the lane that holds row r
+// (< rlim; value head r / vt of the block's from hv0), the token's d record
+// round(v_s − β e a_k) and output e a_q + h_q + (k̂·q̂) d; eu, beta per
+// value head (KDA: e = 1), vs, hq per row.
+template <bool KDA, int LPB, int RQ>
+__device__ __forceinline__ void r1b_finish_rows(float (&ak)[RQ], float (&aq)[RQ], int lr, int r0, int rpl, int sub,
+                                                int rlim, int vt, int hv0, const float* eu, const float* beta,
+                                                const float* vs, const float* hq, float kq, const Rings& rg,
+                                                const TokenArgs& in, int64_t d_base, int64_t o_base) {
+  cuda_util::transpose_sum<RQ, LPB>(ak, lr);
+  cuda_util::transpose_sum<RQ, LPB>(aq, lr);
+  if ((lr & (LPB / RQ - 1)) == 0) {
+    const int r = r0 + (lr / (LPB / RQ)) * rpl + sub;
+    if (r < rlim) {
+      const int hl = div_small(r, vt), vl = r - hl * vt;
+      const int64_t hv = hv0 + hl;
+      const float e = KDA ? 1.f : eu[hl];
+      const float aqv = e * aq[0] + hq[r];
+      const float dr = round_to(rg.d_dt, vs[r] - beta[hl] * e * ak[0]);
+      store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
+      store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aqv + kq * dr);
+    }
   }
 }
 __host__ __device__ inline int64_t r1q_sweep_bytes(bool nvfp4, int vt, int64_t scale_row_bytes) {
@@ -952,20 +977,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
           asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
           issue_sweep(k + NST);
         }
-        cuda_util::transpose_sum<RQ, LPB>(ak, lr);
-        cuda_util::transpose_sum<RQ, LPB>(aq, lr);
-        if ((lr & (LPB / RQ - 1)) == 0) {
-          const int r = r0 + (lr / (LPB / RQ)) * RPL + sub;
-          if (r < rlim) {
-            const int hl = div_small(r, vt), vl = r - hl * vt;
-            const int64_t hv = hv0 + hl;
-            const float e = KDA ? 1.f : EU[hl];
-            const float aqv = e * aq[0] + HQ[r];
-            const float dr = round_to(rg.d_dt, VS[r] - BETA[hl] * e * ak[0]);
-            store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
-            store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aqv + kq * dr);
-          }
-        }
+        r1b_finish_rows<KDA, LPB>(ak, aq, lr, r0, RPL, sub, rlim, vt, hv0, EU, BETA, VS, HQ, kq, rg, in, d_base, o_base);
       }
     };
     if constexpr (QB || !LR) sweeps(std::false_type{});

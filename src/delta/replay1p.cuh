@@ -693,20 +693,8 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
       }
       csync();  // the stage read: refill it
       if (tid == 0) cuda_util::mbar_arrive(EMPTY + st);
-      cuda_util::transpose_sum<RQ, LPB>(ak, lr);
-      cuda_util::transpose_sum<RQ, LPB>(aq, lr);
-      if ((lr & (LPB / RQ - 1)) == 0) {
-        const int r = r0 + (lr / (LPB / RQ)) * RPL + sub;
-        if (r < RB) {
-          const int hl = div_small(r, V), vl = r - hl * V;
-          const int64_t hv = hv0 + hl;
-          const float e = KDA ? 1.f : Z[rl.eu + hl];
-          const float aqv = e * aq[0] + Z[rl.hq + r];
-          const float dr = round_to(rg.d_dt, Z[rl.vs + r] - Z[rl.beta + hl] * e * ak[0]);
-          store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
-          store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aqv + item.kq * dr);
-        }
-      }
+      r1b_finish_rows<KDA, LPB>(ak, aq, lr, r0, RPL, sub, RB, V, hv0, Z + rl.eu, Z + rl.beta, Z + rl.vs, Z + rl.hq,
+                           item.kq, rg, in, d_base, o_base);
     }
     csync();  // the item's buffer and the flush area read
     if (tid == 0) {
