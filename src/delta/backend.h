@@ -52,17 +52,20 @@ struct Replay1Choice {
 Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLayout* copy = nullptr);
 // The persistent T = 1 kernel's choice for contiguous rings of these record
 // dtypes (delta_launch.cu, replay1p_plan; REPLAYSSM_R1P applies): taken,
-// stages, grid, shared memory bytes. For tests.
+// stages, grid, shared memory bytes; copy: the step on a dual pool's read copy
+// of that layout. For tests.
 struct Replay1PChoice {
   bool use = false;
   int nst = 0;
   int64_t grid = 0, smem = 0;
 };
-Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms);
+Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms,
+                               const QuantLayout* copy = nullptr);
 // Device workspace of `op` (Exec::workspace): the persistent T = 1 replay
 // step's scratch (delta_launch.cu, replay1p_plan) when it would be taken for
-// a contiguous pool with records of the state's dtype or fp32 (the larger);
-// 0 for every other operation (a captured step without it takes the blocks).
+// a contiguous pool with records of the state's dtype or fp32, or for a
+// dual pool's read copy (the larger); 0 for every other operation (a
+// captured step without it takes the blocks).
 size_t workspace_bytes(SsmOp op, const Dims& d);
 // Dual-precision pools (pool.read_copy of layout `copy`; dual tensors
 // validated by dual::check_device_pool, the rest as for a single pool).

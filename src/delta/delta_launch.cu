@@ -472,10 +472,11 @@ bool bulk_records(const Tensor& t, int64_t bytes) {
 // warp per item (row, key head), then one stream block per SM over the
 // items, each a whole key head (GDN: its G value heads) of K = 128 rows
 // contiguous in the state, records readable by bulk copies (GDN's d
-// records of a key head contiguous), the plain state (no read copy), L <=
-// 32, and by default (heuristics.h, r1p_by_default) a 16-bit state of at
-// least 3 MiB per SM. The stream's stages fill the shared memory its NB
-// result buffers and flush area leave (at most R1P_MAX_STAGES).
+// records of a key head contiguous), L <= 32, and by default (heuristics.h)
+// a 16-bit state of at least 3 MiB per SM (r1p_by_default) or a dual step's
+// read copy from 24 items per SM (r1p_dual_by_default). The stream's stages
+// fill the shared memory its NB result buffers and flush area (none for a
+// dual step) leave (at most R1P_MAX_STAGES).
 // REPLAYSSM_R1P=0 never takes it; =1 whenever it fits, a captured step
 // without device scratch then being an Error naming `workspace` (tests at
 // small batches); =2 whenever it fits, such a step taking the blocks as by
@@ -492,7 +493,12 @@ struct Replay1PPlan {
   int64_t ps = 0;    // payload stride (floats)
   size_t bytes = 0;  // device scratch
 };
-Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd, const Dims& d, int sms) {
+// With `dual` the state is a dual pool's read copy (`qf`: an fp8 / nvfp4
+// copy of geometry `qg`, a sweep per value head as replay1_qbulk_fits; a bf16
+// / f16 copy as a 16-bit state): the preparation waits for the dual fold on a
+// flushing row's item only.
+Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd, int qf, const QuantGeom& qg,
+                           bool dual, const Dims& d, int sms) {
   Replay1PPlan p;
   auto env_int = [](const char* name, int dflt) {
     const char* v = std::getenv(name);
@@ -502,18 +508,23 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   const bool kda = is_kda(d);
   const int64_t G = d.HV / d.H, rb = G * d.V, ss = int64_t(dtype_size(sd));
   const int64_t dsz = int64_t(dtype_size(pool.ring_d.dtype)), ksz = int64_t(dtype_size(pool.ring_k.dtype));
+  const bool packed = qf != QF_NONE;
   if (mode == 0 || d.K != R1B_K || d.L > 32 || d.V % 4 != 0 ||
-      !replay1_bulk_fits(st, ss, ReplayTile{int(G), int(d.V)}, d))
+      !(packed ? replay1_qbulk_fits(st, ReplayTile{int(G), int(d.V)}, d, qg)
+               : replay1_bulk_fits(st, ss, ReplayTile{int(G), int(d.V)}, d)))
     return p;
   if (!bulk_records(pool.ring_d, rb * dsz) || (G > 1 && pool.ring_d.stride[2] != d.V) ||
       !bulk_records(pool.ring_k, d.K * ksz) || (kda && !bulk_records(pool.ring_g, d.K * 4)))
     return p;
   const int64_t items = d.B * d.H;
-  if (mode != 1 && mode != 2 && !r1p_by_default(ss, d.B * d.HV * d.V * d.K * ss, sms)) return p;
-  const int64_t sw = r1b_sweep_rows(kda, int(ss)), swb = sw * R1B_K * ss;
+  if (mode != 1 && mode != 2 &&
+      !(dual ? r1p_dual_by_default(items, sms) : r1p_by_default(ss, d.B * d.HV * d.V * d.K * ss, sms)))
+    return p;
+  const int64_t sw = packed ? d.V : r1b_sweep_rows(kda, int(ss));
+  const int64_t swb = packed ? r1q_sweep_bytes(qf == QF_NVFP4, int(d.V), qg.scale_row_bytes) : sw * R1B_K * ss;
   const R1PRes rl = r1p_res(kda, int(d.K), int(d.L), int(G), int(rb));
   const int nb = std::clamp(env_int("REPLAYSSM_R1P_NB", kda ? 8 : 6), 2, 16);
-  const int64_t fixed = r1p_layout(rl, int(d.L), int(rb), int(dsz), swb, 0, nb).total * 4;
+  const int64_t fixed = r1p_layout(rl, int(d.L), int(rb), int(dsz), swb, 0, nb, !dual).total * 4;
   const int nst = int(std::min<int64_t>(env_int("REPLAYSSM_R1P_NST", R1P_MAX_STAGES),
                                         std::min<int64_t>(R1P_MAX_STAGES, (227 * 1024 - fixed) / swb)));
   if (nst < 2) return p;
@@ -523,7 +534,7 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   p.nb = nb;
   p.chunk = std::clamp(env_int("REPLAYSSM_R1P_CHUNK", kda ? 4 : 2), 1, R1P_MAX_CHUNK);
   p.nsw = int((rb + sw - 1) / sw);
-  p.lanes_copy = env_int("REPLAYSSM_R1P_LANES", 0) != 0;
+  p.lanes_copy = !packed && env_int("REPLAYSSM_R1P_LANES", 0) != 0;
   p.grid = unsigned(std::min<int64_t>((items + p.chunk - 1) / p.chunk, sms));
   p.smem = size_t(fixed + int64_t(nst) * swb);
   p.prep_grid = unsigned((items + P1_WARPS - 1) / P1_WARPS);
@@ -671,7 +682,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     a.d_vec = vec4(pool.ring_d, d.V);
     a.k_vec = vec4(pool.ring_k, d.K);
     a.g_vec = kda && vec4(pool.ring_g, d.K);
-    const Replay1PPlan pp = dual ? Replay1PPlan{} : replay1p_plan(a.st, pool, sd, d, sm_count());
+    const Replay1PPlan pp = replay1p_plan(a.st, pool, sd, qf, a.qg, dual != nullptr, d, sm_count());
     // preparation, then the stream as its programmatic dependent (the plan
     // fits 227 KiB); without scratch under capture, the blocks below
     if (pp.use && (a.scr = replay1p_scratch(fn, pp.bytes, exec, pp.need_scratch)) != nullptr) {
@@ -690,12 +701,18 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
       // the counters and the headers (their `ready` flags)
       cuda_util::check(cudaMemsetAsync(a.scr, 0, size_t(r1p_pay_offset(d.B * d.H)), cuda_util::stream_of(exec)), fn,
                        "workspace");
-      const Launch lp = launch_of(pp.prep_grid, 1, 1, P1_WARPS * 32, pp.prep_smem, exec);
+      // dual: the preparation is the fold's programmatic dependent (a
+      // flushing row's item waits for the fold's grid)
+      Launch lp = launch_of(pp.prep_grid, 1, 1, P1_WARPS * 32, pp.prep_smem, exec);
+      lp.dependent = dual != nullptr;
+      if (dual) dual->before();
       kda ? launch_prep1<true>(a, lp) : launch_prep1<false>(a, lp);
       cuda_util::check_launch(fn);
       Launch l = launch_of(pp.grid, 1, 1, R1P_THREADS, pp.smem, exec);
       l.dependent = true;
-      dispatch<Replay1POp>(sd, kda, a, l);
+      if (qf == QF_FP8) kda ? launch_replay1p_quant<QF_FP8, true>(a, l) : launch_replay1p_quant<QF_FP8, false>(a, l);
+      else if (qf == QF_NVFP4) kda ? launch_replay1p_quant<QF_NVFP4, true>(a, l) : launch_replay1p_quant<QF_NVFP4, false>(a, l);
+      else dispatch<Replay1POp>(sd, kda, a, l);
       cuda_util::check_launch(fn);
       launch_step_cursor(a, commit_all, d, exec, fn);
       return;
@@ -834,17 +851,29 @@ Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLay
 namespace {
 // replay1p_plan for a contiguous pool of these dtypes (S, R from d, at least
 // one slot and L + 1 positions): the launch choice and workspace size that
-// depend on shapes alone.
-Replay1PPlan contiguous_replay1p_plan(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms) {
+// depend on shapes alone; copy: a dual pool's read copy of that layout, laid
+// out as run_replay does (the step on the copy).
+Replay1PPlan contiguous_replay1p_plan(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms,
+                                      const QuantLayout* copy = nullptr) {
   void* const at = reinterpret_cast<void*>(uintptr_t(256));
-  const StateView st{at, d.HV * d.V * d.K, d.V * d.K, d.K};
+  StateView st{at, d.HV * d.V * d.K, d.V * d.K, d.K};
+  QuantGeom qg{};
+  int qf = QF_NONE;
+  if (copy && (copy->format == ReadFormat::bf16 || copy->format == ReadFormat::f16)) {
+    state = copy->format == ReadFormat::bf16 ? DType::bf16 : DType::f16;
+    st = StateView{at, d.HV * copy->tile_bytes / 2, copy->tile_bytes / 2, d.K};
+  } else if (copy) {
+    qf = packed_qf(*copy);
+    st = StateView{at, d.HV * copy->tile_bytes, copy->tile_bytes, copy->code_row_bytes};
+    qg = packed_geom(*copy);
+  }
   const int64_t S = std::max<int64_t>(d.S, 1), R = std::max<int64_t>(d.R, d.L + 1);
   DeltaPool pool;
   pool.ring_d = Tensor::view(at, d_dtype, {S, R, d.HV, d.V}, Device::cuda);
   pool.ring_k = Tensor::view(at, k_dtype, {S, R, d.H, d.K}, Device::cuda);
   pool.ring_g = is_kda(d) ? Tensor::view(at, DType::f32, {S, R, d.HV, d.K}, Device::cuda)
                           : Tensor::view(at, DType::f32, {S, R, d.HV}, Device::cuda);
-  return replay1p_plan(st, pool, state, d, sms);
+  return replay1p_plan(st, pool, state, qf, qg, copy != nullptr, d, sms);
 }
 }  // namespace
 
@@ -856,11 +885,18 @@ size_t workspace_bytes(SsmOp op, const Dims& d) {
       const Replay1PPlan p = contiguous_replay1p_plan(d, sd, rd, DType::f32, sm_count());
       if (p.use) m = std::max(m, p.bytes);
     }
+  if (d.K == R1B_K)  // a dual pool's step on its read copy (the same scratch)
+    for (ReadFormat f : {ReadFormat::bf16, ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
+      const QuantLayout lay = quant_layout(f, d.V, d.K);
+      const Replay1PPlan p = contiguous_replay1p_plan(d, DType::f32, DType::f32, DType::f32, sm_count(), &lay);
+      if (p.use) m = std::max(m, p.bytes);
+    }
   return m;
 }
 
-Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms) {
-  const Replay1PPlan p = contiguous_replay1p_plan(d, state, d_dtype, k_dtype, sms);
+Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms,
+                               const QuantLayout* copy) {
+  const Replay1PPlan p = contiguous_replay1p_plan(d, state, d_dtype, k_dtype, sms, copy);
   return Replay1PChoice{p.use, p.nst, int64_t(p.grid), int64_t(p.smem)};
 }
 

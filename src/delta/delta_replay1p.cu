@@ -1,6 +1,7 @@
 // The persistent T = 1 replay step (replay1p.cuh): its preparation kernel
 // (GDN, KDA) and its stream kernel for every state dtype, in a unit of its
-// own (its eight instances build beside the others).
+// own (its eight instances build beside the others; the packed read copies'
+// stream: delta_replay1p_quant.cu).
 #include "delta/kernels.cuh"
 #include "delta/replay1p.cuh"
 

@@ -189,6 +189,20 @@ inline constexpr int64_t R1P_MIN_STATE_PER_SM = int64_t(3) << 20;
 inline bool r1p_by_default(int64_t state_size, int64_t state_bytes, int sm_count) {
   return state_size == 2 && state_bytes >= R1P_MIN_STATE_PER_SM * std::max(sm_count, 1);
 }
+// A dual step's T = 1 read of its copy (every format) takes it from 24
+// items (row, key head) per SM. Measured against replay1.cuh's blocks at
+// B = 64 / 256 / 512, fp32 checkpoint, L = 16
+// (bench/results/2026-12-03_h200_dual_persistent_*.jsonl): GDN HV64
+// (16 items per row) fp8 103.1 → 111.0 / 329.6 → 315.0 / 635.7 → 606.7 µs,
+// nvfp4 135.1 → 141.0 / 450.2 → 441.5 / 873.4 → 859.8, bf16 103.8 → 111.9 /
+// 332.0 → 308.5 / 638.3 → 580.7; KDA (32 per row) fp8 81.0 → 82.8 / 287.0 →
+// 260.1 / 543.1 → 471.1, nvfp4 99.8 → 100.4 / 351.3 → 313.7 / 673.2 →
+// 587.1, bf16 81.8 → 87.5 / 283.4 → 276.1 / 526.9 → 502.5: slower at 8 and
+// 16 items per SM, faster from 31 (the threshold lies between).
+inline constexpr int64_t R1P_DUAL_MIN_ITEMS_PER_SM = 24;
+inline bool r1p_dual_by_default(int64_t items, int sm_count) {
+  return items >= R1P_DUAL_MIN_ITEMS_PER_SM * std::max(sm_count, 1);
+}
 
 struct ReplayTile {
   int nh;  // value heads per block (a divisor of G); > 1 only with vt = V

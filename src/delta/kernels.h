@@ -30,6 +30,8 @@ template <DType SD, bool KDA> void launch_replay1_bulk(const ReplayArgs& a, cons
 // The persistent T = 1 step (replay1p.cuh; delta_replay1p.cu): its
 // preparation kernel, then its stream kernel (a programmatic dependent).
 template <DType SD, bool KDA> void launch_replay1p(const ReplayArgs& a, const Launch& l);
+// its stream over a dual pool's fp8 / nvfp4 read copy (QF_FP8 / QF_NVFP4)
+template <int QF, bool KDA> void launch_replay1p_quant(const ReplayArgs& a, const Launch& l);
 template <bool KDA> void launch_prep1(const ReplayArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& l);
 // Dual pools: the replay kernels (any T; T = 1) on an fp8 / nvfp4 read copy (delta_kernels_fp8.cu,

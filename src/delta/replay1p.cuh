@@ -97,20 +97,21 @@ __host__ __device__ inline int64_t r1p_scratch_bytes(int64_t nitems, const R1PRe
 
 // The stream kernel's shared memory in floats: stages, mbarriers, headers,
 // NB result buffers, the flush area (the fold's decays and keys as in the
-// payload, then the raw d records [L][RB] as stored).
+// payload, then the raw d records [L][RB] as stored; none for a dual pool's
+// copy, whose rows the dual fold flushes).
 struct R1PLayout {
   int64_t stg, bar, info, res, fl, dtr, total;
 };
 __host__ __device__ inline R1PLayout r1p_layout(const R1PRes& r, int L, int rb, int dsz, int64_t sweep_bytes,
-                                                int nst, int nb) {
+                                                int nst, int nb, bool flush_area = true) {
   R1PLayout l{};
   int64_t o = 0;
   l.stg = o; o += int64_t(nst) * sweep_bytes / 4;
   l.bar = o; o += align4(2 * (2 * R1P_MAX_STAGES + 3 * nb));
   l.info = o; o += nb * int64_t(sizeof(R1PItem) / 4);
   l.res = o; o += nb * r.sz;
-  l.fl = o; o += r.pay - r.sz;
-  l.dtr = o; o += align4((int64_t(L) * rb * dsz + 3) / 4);
+  l.fl = o; o += flush_area ? r.pay - r.sz : 0;
+  l.dtr = o; o += flush_area ? align4((int64_t(L) * rb * dsz + 3) / 4) : 0;
   l.total = o;
   return l;
 }
@@ -236,7 +237,16 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
     publish();
     return;
   }
-  const StepPlan p = ring_plan_step(c, 1, L, R);
+  StepPlan p = ring_plan_step(c, 1, L, R);
+  if (a.dual) {
+    // Dual pools (as replay1.cuh): the dual fold, this launch's programmatic
+    // prerequisite, folds a flushing row and repacks its copy; its item waits
+    // for that grid before anything of it is published, and the token then
+    // reads the fresh copy with no history. Other rows' copies and the
+    // records this step reads or appends are not the fold's.
+    if (p.flush) asm volatile("griddepcontrol.wait;" ::: "memory");
+    p.flush = false;
+  }
   const bool flush = p.flush;
   const int n_old = flush ? p.fold_count : p.hist_count;
   const int ost = flush ? p.fold_start : p.hist_start;
@@ -296,7 +306,12 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
       }
     }
   }
-  if (lane < nh) P[rl.beta + lane] = beta_of(in, bb);
+  if (lane < nh) {
+    const float be = beta_of(in, bb);
+    P[rl.beta + lane] = be;
+    if (a.dual)  // (dual records: β_j and v_j for the fold's recomputed d_j)
+      static_cast<float*>(a.ring_beta.p)[s * a.ring_beta.s0 + apos * a.ring_beta.s1 + int64_t(hv0 + lane) * a.ring_beta.s2] = be;
+  }
   __syncwarp();
   // Record keys k̂_j = k_j · ks_j (KDA: then c_j ⊙ k̂_j, c_j the suffix
   // products of the gates after j), their products with k̂ and q̂ (history
@@ -402,6 +417,12 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
       uint32_t vb[4];
 #pragma unroll
       for (int t = 0; t < 4; ++t) vb[t] = act_bits(in.v, b, 0, hv0 + hl, v0 + t);
+      if (a.dual)  // v_j as it arrived
+#pragma unroll
+        for (int t = 0; t < 4; ++t)
+          store_any(a.ring_v.p, a.ring_v.dt,
+                    s * a.ring_v.s0 + apos * a.ring_v.s1 + int64_t(hv0 + hl) * a.ring_v.s2 + v0 + t,
+                    widen_bits(vb[t], in.v.dt));
       auto acc = [&](uint4 db, int j) {
         const float4 d = widen4(db, rg.d_dt);
         const float dkj = DK[j], dqj = DQ[j], cj = KDA ? 1.f : CO[hl * L + j];
@@ -446,11 +467,16 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
 
 // ---- 2. the persistent stream kernel ----
 
-template <DType SD, bool KDA>
+// QF != QF_NONE (a dual pool's fp8 / nvfp4 read copy; SD unused): sweep k
+// of an item is its value head hv0 + k, i.e. the V <= 128 rows' codes, their
+// block scales and (nvfp4) the tile's tensor scale, as replay1.cuh's packed
+// stream (QB), reduced as there (a lane's 16 values of a row); no item of a
+// dual step flushes here (the dual fold did).
+template <DType SD, bool KDA, int QF = QF_NONE>
 __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayArgs a) {
-  using TS = typename Traits<SD>::type;
-  constexpr int K = R1B_K, ROWB = R1B_K * int(sizeof(TS));
-  constexpr int SW = r1b_sweep_rows(KDA, int(sizeof(TS)));
+  constexpr bool QB = QF != QF_NONE;
+  using TS = std::conditional_t<QB, uint8_t, typename Traits<SD>::type>;
+  constexpr int K = R1B_K, ROWB = QF == QF_NVFP4 ? R1B_K / 2 : R1B_K * int(sizeof(TS));
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
   const TokenArgs& in = a.in;
@@ -458,9 +484,11 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
   const int V = in.V, L = rg.L, H = in.H, nh = a.nh, RB = nh * V;
   const int NST = a.nst, NB = a.nb, C = a.chunk;
   const int dsz = rg.d_dt == DType::f32 ? 4 : 2;
-  constexpr int64_t SWB = int64_t(SW) * ROWB;
+  const int SW = QB ? V : r1b_sweep_rows(KDA, int(sizeof(TS)));
+  const int srb = int(a.qg.scale_row_bytes);
+  const int64_t SWB = QB ? r1q_sweep_bytes(QF == QF_NVFP4, V, srb) : int64_t(SW) * ROWB;
   const R1PRes rl = r1p_res(KDA, K, L, nh, RB);
-  const R1PLayout lay = r1p_layout(rl, L, RB, dsz, SWB, NST, NB);
+  const R1PLayout lay = r1p_layout(rl, L, RB, dsz, SWB, NST, NB, !a.dual);
   const int64_t nitems = int64_t(a.rows) * H;
   uint64_t* const FULL = reinterpret_cast<uint64_t*>(sm + lay.bar);
   uint64_t* const EMPTY = FULL + R1P_MAX_STAGES;  // a stage read by the consumers
@@ -497,7 +525,17 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
         const int r0 = k * SW, nr = min(SW, RB - r0);
         const char* src = reinterpret_cast<const char*>(base + int64_t(r0) * R1B_K);
         char* const dst = stg + st * SWB;
-        if (a.lanes_copy) {  // 16-byte copies by the 32 lanes, each lane's completion one arrival
+        if constexpr (QB) {  // value head hv0 + k: codes, block scales, (nvfp4) tensor scale
+          if (lane32 == 0) {
+            const uint8_t* const tile = base + int64_t(k) * a.st.s1;
+            const uint32_t cb = uint32_t(V * ROWB), sb = uint32_t(V * srb);
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            cuda_util::mbar_arrive_expect_tx(FULL + st, uint32_t(SWB));
+            cuda_util::bulk_g2s(dst, tile, cb, FULL + st, pol);
+            cuda_util::bulk_g2s(dst + cb, tile + a.qg.scale_offset, sb, FULL + st, pol);
+            if (QF == QF_NVFP4) cuda_util::bulk_g2s(dst + cb + sb, tile + a.qg.tensor_scale_offset, 16u, FULL + st, pol);
+          }
+        } else if (a.lanes_copy) {  // 16-byte copies by the 32 lanes, each lane's completion one arrival
           for (int c = lane32; c < nr * ROWB / 16; c += 32) cp_async16(dst + 16 * c, src + 16 * c);
           asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(cuda_util::smem_u32(FULL + st))
                        : "memory");
@@ -593,13 +631,11 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
 
   // ---- the consumers ----
   const int warp = tid >> 5;
-  constexpr int E = 16 / int(sizeof(TS)), LPB = R1B_K / E, RPL = 32 / LPB;
-  constexpr int RQ = r1b_rq(KDA), BR = RQ * RPL, LB = ROWB / LPB;
-  constexpr int FG = KDA ? 2 : 4;  // rows per load group (a flush folds them together)
+  constexpr int E = QB ? 16 : 16 / int(sizeof(TS)), LPB = R1B_K / E, RPL = 32 / LPB;
+  constexpr int RQ = QB ? R1Q_RQ : r1b_rq(KDA), BR = RQ * RPL, LB = ROWB / LPB;
+  constexpr int FG = QB ? 1 : KDA ? 2 : 4;  // rows per load group (a flush folds them together)
+  static_assert(!QB || R1Q_MAX_ROWS == (R1P_CONSUMERS / 32) * BR, "packed copy: a sweep of up to 128 rows");
   static_assert(RQ % FG == 0, "whole row groups");
-  float ONES[FG];  // the rows' scales of r1b_row_dots (a plain state: 1)
-#pragma unroll
-  for (int i = 0; i < FG; ++i) ONES[i] = 1.f;
   const int lr = lane32 & (LPB - 1), sub = lane32 / LPB;
   uint4* const STG = reinterpret_cast<uint4*>(sm + lay.stg);
   TS* const state = static_cast<TS*>(a.st.p);
@@ -617,7 +653,7 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
     const int64_t itc = int64_t(item.b) * H + item.kh;
     if (tid == 0) r1p_stamp(a, itc, 8);
     const float* const Z = sm + lay.res + buf * rl.sz;
-    const bool live = item.flags & R1P_LIVE, flush = item.flags & R1P_FLUSH;
+    const bool live = item.flags & R1P_LIVE, flush = !QB && (item.flags & R1P_FLUSH);
     const int hv0 = item.kh * in.G, n_old = item.n_old;
     float ukr[E], uqr[E], e0r[E];
 #pragma unroll
@@ -642,20 +678,37 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
       cuda_util::mbar_wait(FULL + st, uint32_t(gk / NST) & 1u);
       if (tid == 0 && k == 0) r1p_stamp(a, itc, 9);
       const int r0 = k * SW + warp * BR;
+      const int rlim = QB ? (k + 1) * SW : RB;  // rows r < rlim are the sweep's
       float ak[RQ], aq[RQ];
-      const char* const sk = reinterpret_cast<const char*>(STG) + st * SWB + (warp * BR + sub) * ROWB + lr * LB;
+      const char* const sg = reinterpret_cast<const char*>(STG) + st * SWB;
+      const char* const sk = sg + (warp * BR + sub) * ROWB + lr * LB;
+      [[maybe_unused]] const char* const sscale = sg + SW * ROWB;  // QB: the block scales of the sweep's rows
 #pragma unroll
       for (int u0 = 0; u0 < RQ; u0 += FG) {
         float f[FG][E];
+        float qs[FG];  // QF_FP8: the rows' block scales 2^(e − 127), applied to the sums (exact)
 #pragma unroll
         for (int i = 0; i < FG; ++i) {
           const int r = r0 + (u0 + i) * RPL + sub;
-          const uint4 w = r < RB ? *reinterpret_cast<const uint4*>(sk + (u0 + i) * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
-          const TS* x = reinterpret_cast<const TS*>(&w);
+          const bool rv = r < rlim;
+          qs[i] = 1.f;
+          if constexpr (QF == QF_FP8) {
+            const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + (u0 + i) * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
+            const uint32_t eb = rv ? uint8_t(sscale[(r - k * SW) * srb + (lr >> 1)]) : 127u;
+            qs[i] = quant::dev::exp2i(int(eb) - 127);
+            quant::dev::fp8x16_decode_unscaled(w, f[i]);
+          } else if constexpr (QF == QF_NVFP4) {  // (y · s) · t per value
+            const uint2 w = rv ? *reinterpret_cast<const uint2*>(sk + (u0 + i) * RPL * ROWB) : make_uint2(0u, 0u);
+            const float sf = rv ? quant::dev::e4m3_decode(uint8_t(sscale[(r - k * SW) * srb + lr])) : 0.f;
+            quant::dev::nvfp4x16_decode(w, sf, *reinterpret_cast<const float*>(sscale + SW * srb), f[i]);
+          } else {
+            const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + (u0 + i) * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
+            const TS* x = reinterpret_cast<const TS*>(&w);
 #pragma unroll
-          for (int e = 0; e < E; ++e) f[i][e] = Traits<SD>::load(x[e]);
+            for (int e = 0; e < E; ++e) f[i][e] = Traits<SD>::load(x[e]);
+          }
         }
-        if (flush) {  // S_h = e^{Λ_h} ⊙ S_0 + Σ_j (d_j c_j) k̂_jᵀ (KDA: c_j in KV)
+        if constexpr (!QB) if (flush) {  // S_h = e^{Λ_h} ⊙ S_0 + Σ_j (d_j c_j) k̂_jᵀ (KDA: c_j in KV)
           int rc[FG], hc[FG];
 #pragma unroll
           for (int i = 0; i < FG; ++i) {
@@ -689,11 +742,11 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
           else fold(std::false_type{});
           r1b_store_rows<SD>(f, BASE, r0, u0, RPL, sub, RB, lr * E);
         }
-        r1b_row_dots(f, ukr, uqr, ONES, ak + u0, aq + u0);
+        r1b_row_dots(f, ukr, uqr, qs, ak + u0, aq + u0);
       }
       csync();  // the stage read: refill it
       if (tid == 0) cuda_util::mbar_arrive(EMPTY + st);
-      r1b_finish_rows<KDA, LPB>(ak, aq, lr, r0, RPL, sub, RB, V, hv0, Z + rl.eu, Z + rl.beta, Z + rl.vs, Z + rl.hq,
+      r1b_finish_rows<KDA, LPB>(ak, aq, lr, r0, RPL, sub, rlim, V, hv0, Z + rl.eu, Z + rl.beta, Z + rl.vs, Z + rl.hq,
                            item.kq, rg, in, d_base, o_base);
     }
     csync();  // the item's buffer and the flush area read

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "delta/backend.h"
 #include "gpu_util.h"
 #include "replayssm/delta.h"
 #include "replayssm/dual.h"
@@ -382,6 +383,63 @@ TEST(DualDeltaGpu, CopyReadsMatchCpuBeforeAFlush) {
                        Cfg{DeltaFamily::gdn, 2, 6, 128, 40, DType::f32, DType::f32}})
     for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
       SCOPED_TRACE(name(c) + " " + read_format_name(f) + " no flush");
+      const RunResult r = run(c, f, 8, 1, 8, seed++, 3, 2e-6);
+      if (::testing::Test::HasFailure()) return;
+      EXPECT_EQ(r.flushes, 0);
+    }
+}
+
+// The persistent T = 1 step (replay1p.cuh) on the read copy, forced by
+// REPLAYSSM_R1P=1 (its launch choice checked first, so a plan that declined
+// it fails here instead of testing replay1.cuh): the preparation kernel is
+// the dual fold's programmatic dependent and a flushing row's item waits for
+// the fold's grid; bf16 / f16 copies stream as 16-bit states, fp8 / nvfp4
+// copies a sweep per value head (codes, block scales, nvfp4 tensor scale),
+// whole (V = 128), half (V = 64) and a partial warp tile (V = 40). 40 rows at
+// L = 4 (flushes at steps 4 and 8; row 1 a pad row), checkpoints
+// bit-identical across the copy's formats; then fp32 activations before a
+// flush, to the fp32 rounding of the products (as CopyReadsMatchCpuBeforeAFlush).
+struct R1PMode {
+  explicit R1PMode(const char* v) { setenv("REPLAYSSM_R1P", v, 1); }
+  ~R1PMode() { unsetenv("REPLAYSSM_R1P"); }
+};
+bool persistent_taken(const Cfg& c, ReadFormat f, int64_t B, int64_t L) {
+  delta::Dims d;
+  d.family = c.f;
+  d.B = B, d.T = 1, d.H = c.H, d.HV = c.HV, d.K = c.K, d.V = c.V, d.S = B + 2, d.L = L, d.R = L + 1;
+  const QuantLayout lay = quant_layout(f, c.V, c.K);
+  return delta::cuda::replay1p_choice(d, c.state, DType::f32, c.act, 132, &lay).use;
+}
+TEST(DualDeltaGpu, PersistentStep) {
+  RSSM_SKIP_WITHOUT_GPU();
+  R1PMode on("1");
+  uint32_t seed = 980;
+  for (const Cfg& c : {Cfg{DeltaFamily::gdn, 16, 64, 128, 128}, Cfg{DeltaFamily::kda, 32, 32, 128, 128},
+                       Cfg{DeltaFamily::gdn, 16, 32, 128, 128, DType::bf16}}) {
+    SCOPED_TRACE(name(c) + " 40 rows");
+    RunResult base;
+    for (ReadFormat f : FORMATS) {
+      SCOPED_TRACE(read_format_name(f));
+      ASSERT_TRUE(persistent_taken(c, f, 40, 4)) << "the persistent step was not chosen";
+      const RunResult r = run(c, f, 4, 1, 9, seed, 40);  // the same inputs for every format
+      if (::testing::Test::HasFailure()) return;
+      EXPECT_EQ(r.flushes, 2 * 39);
+      if (f == ReadFormat::bf16) {
+        base = r;
+        continue;
+      }
+      EXPECT_TRUE(r.state == base.state) << "checkpoint bytes differ from the bf16-copy run";
+      EXPECT_TRUE(r.records == base.records) << "records differ from the bf16-copy run";
+    }
+    ++seed;
+  }
+  for (const Cfg& c : {Cfg{DeltaFamily::gdn, 16, 64, 128, 128, DType::f32, DType::f32},
+                       Cfg{DeltaFamily::kda, 32, 32, 128, 128, DType::f32, DType::f32},
+                       Cfg{DeltaFamily::gdn, 2, 6, 128, 64, DType::f32, DType::f32},
+                       Cfg{DeltaFamily::gdn, 2, 6, 128, 40, DType::f32, DType::f32}})
+    for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
+      SCOPED_TRACE(name(c) + " " + read_format_name(f) + " no flush");
+      ASSERT_TRUE(persistent_taken(c, f, 3, 8)) << "the persistent step was not chosen";
       const RunResult r = run(c, f, 8, 1, 8, seed++, 3, 2e-6);
       if (::testing::Test::HasFailure()) return;
       EXPECT_EQ(r.flushes, 0);
