@@ -1,6 +1,7 @@
 // The persistent T = 1 replay step (replay1p.cuh): its preparation kernel
-// (GDN, KDA) and its stream kernel for every state dtype, in a unit of its
-// own (its eight instances build beside the others; the packed read copies'
+// (GDN, KDA; plain and dual steps) and its stream kernel for every state
+// dtype and a dual pool's bf16 / f16 read copy, in a unit of its own (its
+// fourteen instances build beside the others; the fp8 / nvfp4 copies'
 // stream: delta_replay1p_quant.cu).
 #include "delta/kernels.cuh"
 #include "delta/replay1p.cuh"
@@ -8,10 +9,13 @@
 namespace replayssm::delta::cuda_impl {
 
 template <DType SD, bool KDA> void launch_replay1p(const ReplayArgs& a, const Launch& l) {
+  if constexpr (SD != DType::f32)
+    if (a.dual) return launch_kernel(delta_replay1p_kernel<SD, KDA, QF_NONE, true>, l, a);  // a bf16 / f16 read copy
   launch_kernel(delta_replay1p_kernel<SD, KDA>, l, a);
 }
 template <bool KDA> void launch_prep1(const ReplayArgs& a, const Launch& l) {
-  launch_kernel(delta_prep1_kernel<KDA>, l, a);
+  if (a.dual) launch_kernel(delta_prep1_kernel<KDA, true>, l, a);
+  else launch_kernel(delta_prep1_kernel<KDA, false>, l, a);
 }
 
 #define RSSM_R1P_INSTANTIATE(SD)                                                  \

@@ -151,7 +151,9 @@ __host__ __device__ inline P1Layout p1_layout(bool kda, int K, int L, int nh) {
 // One warp per item (row b, key head kh), items b·H + kh. Header and payload
 // into a.scr (r1p_hdr_offset / r1p_pay_offset; payload stride a.scr_ps
 // floats); a.nsw: the sweeps of a live item.
-template <bool KDA>
+// DUAL: a dual pool's step (a.dual; an instance of its own, so that the
+// plain step's machine code is not touched by it).
+template <bool KDA, bool DUAL = false>
 __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kernel(ReplayArgs a) {
   extern __shared__ float4 smem4[];
   const TokenArgs& in = a.in;
@@ -238,7 +240,7 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
     return;
   }
   StepPlan p = ring_plan_step(c, 1, L, R);
-  if (a.dual) {
+  if constexpr (DUAL) {
     // Dual pools (as replay1.cuh): the dual fold, this launch's programmatic
     // prerequisite, folds a flushing row and repacks its copy; its item waits
     // for that grid before anything of it is published, and the token then
@@ -309,7 +311,7 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
   if (lane < nh) {
     const float be = beta_of(in, bb);
     P[rl.beta + lane] = be;
-    if (a.dual)  // (dual records: β_j and v_j for the fold's recomputed d_j)
+    if constexpr (DUAL)  // (dual records: β_j and v_j for the fold's recomputed d_j)
       static_cast<float*>(a.ring_beta.p)[s * a.ring_beta.s0 + apos * a.ring_beta.s1 + int64_t(hv0 + lane) * a.ring_beta.s2] = be;
   }
   __syncwarp();
@@ -417,7 +419,7 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
       uint32_t vb[4];
 #pragma unroll
       for (int t = 0; t < 4; ++t) vb[t] = act_bits(in.v, b, 0, hv0 + hl, v0 + t);
-      if (a.dual)  // v_j as it arrived
+      if constexpr (DUAL)  // v_j as it arrived
 #pragma unroll
         for (int t = 0; t < 4; ++t)
           store_any(a.ring_v.p, a.ring_v.dt,
@@ -467,13 +469,14 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
 
 // ---- 2. the persistent stream kernel ----
 
-// QF != QF_NONE (a dual pool's fp8 / nvfp4 read copy; SD unused): sweep k
-// of an item is its value head hv0 + k, i.e. the V <= 128 rows' codes, their
+// DUAL: a dual pool's read copy (no item flushes here: the dual fold did;
+// no flush area), QF != QF_NONE an fp8 / nvfp4 one (SD unused): sweep k of
+// an item is its value head hv0 + k, i.e. the V <= 128 rows' codes, their
 // block scales and (nvfp4) the tile's tensor scale, as replay1.cuh's packed
-// stream (QB), reduced as there (a lane's 16 values of a row); no item of a
-// dual step flushes here (the dual fold did).
-template <DType SD, bool KDA, int QF = QF_NONE>
+// stream (QB), reduced as there (a lane's 16 values of a row).
+template <DType SD, bool KDA, int QF = QF_NONE, bool DUAL = (QF != QF_NONE)>
 __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayArgs a) {
+  static_assert(DUAL || QF == QF_NONE, "a packed copy is a dual pool's");
   constexpr bool QB = QF != QF_NONE;
   using TS = std::conditional_t<QB, uint8_t, typename Traits<SD>::type>;
   constexpr int K = R1B_K, ROWB = QF == QF_NVFP4 ? R1B_K / 2 : R1B_K * int(sizeof(TS));
@@ -488,7 +491,7 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
   const int srb = int(a.qg.scale_row_bytes);
   const int64_t SWB = QB ? r1q_sweep_bytes(QF == QF_NVFP4, V, srb) : int64_t(SW) * ROWB;
   const R1PRes rl = r1p_res(KDA, K, L, nh, RB);
-  const R1PLayout lay = r1p_layout(rl, L, RB, dsz, SWB, NST, NB, !a.dual);
+  const R1PLayout lay = r1p_layout(rl, L, RB, dsz, SWB, NST, NB, !DUAL);
   const int64_t nitems = int64_t(a.rows) * H;
   uint64_t* const FULL = reinterpret_cast<uint64_t*>(sm + lay.bar);
   uint64_t* const EMPTY = FULL + R1P_MAX_STAGES;  // a stage read by the consumers
@@ -653,7 +656,7 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
     const int64_t itc = int64_t(item.b) * H + item.kh;
     if (tid == 0) r1p_stamp(a, itc, 8);
     const float* const Z = sm + lay.res + buf * rl.sz;
-    const bool live = item.flags & R1P_LIVE, flush = !QB && (item.flags & R1P_FLUSH);
+    const bool live = item.flags & R1P_LIVE, flush = !DUAL && (item.flags & R1P_FLUSH);
     const int hv0 = item.kh * in.G, n_old = item.n_old;
     float ukr[E], uqr[E], e0r[E];
 #pragma unroll
@@ -708,7 +711,7 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
             for (int e = 0; e < E; ++e) f[i][e] = Traits<SD>::load(x[e]);
           }
         }
-        if constexpr (!QB) if (flush) {  // S_h = e^{Λ_h} ⊙ S_0 + Σ_j (d_j c_j) k̂_jᵀ (KDA: c_j in KV)
+        if constexpr (!DUAL) if (flush) {  // S_h = e^{Λ_h} ⊙ S_0 + Σ_j (d_j c_j) k̂_jᵀ (KDA: c_j in KV)
           int rc[FG], hc[FG];
 #pragma unroll
           for (int i = 0; i < FG; ++i) {
