@@ -474,7 +474,7 @@ bool bulk_records(const Tensor& t, int64_t bytes) {
 // contiguous in the state, records readable by bulk copies (GDN's d
 // records of a key head contiguous), L <= 32, and by default (heuristics.h)
 // a 16-bit state of at least 3 MiB per SM (r1p_by_default) or a dual step's
-// read copy from 24 items per SM (r1p_dual_by_default). The stream's stages
+// read copy from 12 items per SM (r1p_dual_by_default). The stream's stages
 // fill the shared memory its NB result buffers and flush area (none for a
 // dual step) leave (at most R1P_MAX_STAGES).
 // REPLAYSSM_R1P=0 never takes it; =1 whenever it fits, a captured step

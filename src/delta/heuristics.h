@@ -189,18 +189,20 @@ inline constexpr int64_t R1P_MIN_STATE_PER_SM = int64_t(3) << 20;
 inline bool r1p_by_default(int64_t state_size, int64_t state_bytes, int sm_count) {
   return state_size == 2 && state_bytes >= R1P_MIN_STATE_PER_SM * std::max(sm_count, 1);
 }
-// A dual step's T = 1 read of its copy (every format) takes it from 24
+// A dual step's T = 1 read of its copy (every format) takes it from 12
 // items (row, key head) per SM. Against replay1.cuh's blocks, fp32
 // checkpoint, L = 16, µs (bench/results/2026-12-03_h200_dual_persistent_*):
-// B = 256 / 512 (1d3f2fb, …_default_1d3f2fb.jsonl): GDN HV64 (16 items per
-// row) fp8 327.4 → 312.6 / 630.3 → 598.5, nvfp4 447.7 → 437.1 / 869.6 →
-// 847.4, bf16 331.3 → 302.6 / 636.7 → 569.5; KDA (32 per row) fp8 286.3 →
-// 241.9 / 542.1 → 437.4, nvfp4 350.4 → 297.9 / 671.3 → 558.7, bf16 283.1 →
-// 248.1 / 525.6 → 448.1. B = 64 (the first form, …_first_form.jsonl): GDN
-// fp8 103.1 → 111.0, nvfp4 135.1 → 141.0, bf16 103.8 → 111.9; KDA fp8 81.0
-// → 82.8, nvfp4 99.8 → 100.4, bf16 81.8 → 87.5. Slower at 8 and 16 items
-// per SM, faster from 31 (the threshold lies between).
-inline constexpr int64_t R1P_DUAL_MIN_ITEMS_PER_SM = 24;
+// GDN HV64 (16 items per row) at B = 64 / 128 (d650413, …_threshold_d650413.jsonl):
+// fp8 103.2 → 110.8 / 185.8 → 182.6, nvfp4 135.1 → 141.3 / 241.9 → 239.5,
+// bf16 103.9 → 109.2 / 190.1 → 178.2; at B = 256 / 512 (1d3f2fb,
+// …_default_1d3f2fb.jsonl): fp8 327.4 → 312.6 / 630.3 → 598.5, nvfp4 447.7 →
+// 437.1 / 869.6 → 847.4, bf16 331.3 → 302.6 / 636.7 → 569.5. KDA (32 per
+// row) at B = 64 / 128: fp8 81.0 → 76.2 / 149.8 → 132.6, nvfp4 99.5 → 95.5 /
+// 184.4 → 165.8, bf16 81.7 → 78.0 / 148.8 → 133.6; at B = 256 / 512: fp8
+// 286.3 → 241.9 / 542.1 → 437.4, nvfp4 350.4 → 297.9 / 671.3 → 558.7, bf16
+// 283.1 → 248.1 / 525.6 → 448.1. Slower at 7.8 items per SM (GDN B = 64),
+// faster from 15.5 (the threshold lies between).
+inline constexpr int64_t R1P_DUAL_MIN_ITEMS_PER_SM = 12;
 inline bool r1p_dual_by_default(int64_t items, int sm_count) {
   return items >= R1P_DUAL_MIN_ITEMS_PER_SM * std::max(sm_count, 1);
 }

@@ -648,7 +648,7 @@ TEST(DeltaGpu, PersistentStep) {
 // The persistent kernel's launch choice (no GPU needed): by default for
 // bf16 / f16 states of at least 3 MiB per SM (GDN HV64 from B = 198 at 132
 // SMs, KDA 32 × 128 from B = 396), never for fp32, and for a dual pool's
-// read copy of any format from 24 items per SM; with REPLAYSSM_R1P=1 at the
+// read copy of any format from 12 items per SM; with REPLAYSSM_R1P=1 at the
 // production shapes at any batch, not beyond L = 32, its stages filling what
 // its result buffers and flush area leave of 227 KiB (GDN fp32 d records:
 // four 32 KiB stages; bf16 d: five; KDA fp32: the most, eight of 16 KiB), a
@@ -669,15 +669,15 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
     EXPECT_EQ(dflt(DeltaFamily::kda, 32, 32, B, H), B >= 396) << B;
     EXPECT_FALSE(dflt(DeltaFamily::kda, 32, 32, B, F)) << B;
   }
-  // a dual step's read copy (any format): from 24 items (row, key head) per
-  // SM, GDN HV64 (16 per row) from B = 198, KDA (32 per row) from B = 99
+  // a dual step's read copy (any format): from 12 items (row, key head) per
+  // SM, GDN HV64 (16 per row) from B = 99, KDA (32 per row) from B = 50
   for (ReadFormat fmt : {ReadFormat::bf16, ReadFormat::f16, ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
     const QuantLayout lay = quant_layout(fmt, 128, 128);
     auto dual = [&](DeltaFamily f, int64_t H_, int64_t HV, int64_t B) {
       return delta::cuda::replay1p_choice(t1_dims(f, H_, HV, B, 16), F, F, H, sms, &lay).use;
     };
-    for (int64_t B : {64, 197, 198, 256, 512}) EXPECT_EQ(dual(DeltaFamily::gdn, 16, 64, B), B >= 198) << B;
-    for (int64_t B : {64, 98, 99, 256}) EXPECT_EQ(dual(DeltaFamily::kda, 32, 32, B), B >= 99) << B;
+    for (int64_t B : {64, 98, 99, 256, 512}) EXPECT_EQ(dual(DeltaFamily::gdn, 16, 64, B), B >= 99) << B;
+    for (int64_t B : {32, 49, 50, 64, 256}) EXPECT_EQ(dual(DeltaFamily::kda, 32, 32, B), B >= 50) << B;
   }
   {
     R1PMode two("2");
