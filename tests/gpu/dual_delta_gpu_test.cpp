@@ -323,6 +323,25 @@ RunResult run(const Cfg& c, ReadFormat fmt, int64_t L, int64_t T, int steps, uin
   return res;
 }
 
+// T = 1 runs of every read format on the same inputs (run's B rows, L,
+// steps, seed), each with `flushes` flushes, their checkpoints and records
+// bit-identical to the bf16-copy run's.
+void formats_agree(const Cfg& c, int64_t L, int steps, uint32_t seed, int64_t B, int flushes) {
+  RunResult base;
+  for (ReadFormat f : FORMATS) {
+    SCOPED_TRACE(read_format_name(f));
+    const RunResult r = run(c, f, L, 1, steps, seed, B);
+    if (::testing::Test::HasFailure()) return;
+    EXPECT_EQ(r.flushes, flushes);
+    if (f == ReadFormat::bf16) {
+      base = r;
+      continue;
+    }
+    EXPECT_TRUE(r.state == base.state) << "checkpoint bytes differ from the bf16-copy run";
+    EXPECT_TRUE(r.records == base.records) << "records differ from the bf16-copy run";
+  }
+}
+
 // (a)-(d), T = 1: outputs and checkpoints vs cpu, the copy invariant,
 // non-flush steps write nothing, checkpoints bit-identical across formats.
 TEST(DualDeltaGpu, DecodeStepsMatchCpuAndCheckpointIndependentOfFormat) {
@@ -330,20 +349,8 @@ TEST(DualDeltaGpu, DecodeStepsMatchCpuAndCheckpointIndependentOfFormat) {
   uint32_t seed = 1;
   for (const Cfg& c : configs()) {
     SCOPED_TRACE(name(c));
-    RunResult base;
-    for (ReadFormat f : FORMATS) {
-      SCOPED_TRACE(read_format_name(f));
-      const RunResult r = run(c, f, 4, 1, 11, seed);  // L = 4: flushes at steps 4 and 8
-      if (::testing::Test::HasFailure()) return;
-      EXPECT_EQ(r.flushes, 2 * 2);
-      if (f == ReadFormat::bf16) {
-        base = r;
-        continue;
-      }
-      EXPECT_TRUE(r.state == base.state) << "checkpoint bytes differ from the bf16-copy run";
-      EXPECT_TRUE(r.records == base.records) << "records differ from the bf16-copy run";
-    }
-    ++seed;
+    formats_agree(c, 4, 11, seed++, 3, 2 * 2);  // L = 4: flushes at steps 4 and 8
+    if (::testing::Test::HasFailure()) return;
   }
 }
 
@@ -374,13 +381,14 @@ TEST(DualDeltaGpu, ProductionTiles) {
 // tiles: the staged stream; the bulk stream once took them, expected the
 // full stage's bytes for the shorter tile and hung), 8 steps at L = 8:
 // histories of 0 to 7 records, no flush.
+const Cfg COPY_PRECISION_CFGS[] = {Cfg{DeltaFamily::gdn, 16, 64, 128, 128, DType::f32, DType::f32},
+                                   Cfg{DeltaFamily::kda, 32, 32, 128, 128, DType::f32, DType::f32},
+                                   Cfg{DeltaFamily::gdn, 2, 6, 128, 64, DType::f32, DType::f32},
+                                   Cfg{DeltaFamily::gdn, 2, 6, 128, 40, DType::f32, DType::f32}};
 TEST(DualDeltaGpu, CopyReadsMatchCpuBeforeAFlush) {
   RSSM_SKIP_WITHOUT_GPU();
   uint32_t seed = 940;
-  for (const Cfg& c : {Cfg{DeltaFamily::gdn, 16, 64, 128, 128, DType::f32, DType::f32},
-                       Cfg{DeltaFamily::kda, 32, 32, 128, 128, DType::f32, DType::f32},
-                       Cfg{DeltaFamily::gdn, 2, 6, 128, 64, DType::f32, DType::f32},
-                       Cfg{DeltaFamily::gdn, 2, 6, 128, 40, DType::f32, DType::f32}})
+  for (const Cfg& c : COPY_PRECISION_CFGS)
     for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
       SCOPED_TRACE(name(c) + " " + read_format_name(f) + " no flush");
       const RunResult r = run(c, f, 8, 1, 8, seed++, 3, 2e-6);
@@ -417,26 +425,12 @@ TEST(DualDeltaGpu, PersistentStep) {
   for (const Cfg& c : {Cfg{DeltaFamily::gdn, 16, 64, 128, 128}, Cfg{DeltaFamily::kda, 32, 32, 128, 128},
                        Cfg{DeltaFamily::gdn, 16, 32, 128, 128, DType::bf16}}) {
     SCOPED_TRACE(name(c) + " 40 rows");
-    RunResult base;
-    for (ReadFormat f : FORMATS) {
-      SCOPED_TRACE(read_format_name(f));
-      ASSERT_TRUE(persistent_taken(c, f, 40, 4)) << "the persistent step was not chosen";
-      const RunResult r = run(c, f, 4, 1, 9, seed, 40);  // the same inputs for every format
-      if (::testing::Test::HasFailure()) return;
-      EXPECT_EQ(r.flushes, 2 * 39);
-      if (f == ReadFormat::bf16) {
-        base = r;
-        continue;
-      }
-      EXPECT_TRUE(r.state == base.state) << "checkpoint bytes differ from the bf16-copy run";
-      EXPECT_TRUE(r.records == base.records) << "records differ from the bf16-copy run";
-    }
-    ++seed;
+    for (ReadFormat f : FORMATS)
+      ASSERT_TRUE(persistent_taken(c, f, 40, 4)) << read_format_name(f) << ": the persistent step was not chosen";
+    formats_agree(c, 4, 9, seed++, 40, 2 * 39);
+    if (::testing::Test::HasFailure()) return;
   }
-  for (const Cfg& c : {Cfg{DeltaFamily::gdn, 16, 64, 128, 128, DType::f32, DType::f32},
-                       Cfg{DeltaFamily::kda, 32, 32, 128, 128, DType::f32, DType::f32},
-                       Cfg{DeltaFamily::gdn, 2, 6, 128, 64, DType::f32, DType::f32},
-                       Cfg{DeltaFamily::gdn, 2, 6, 128, 40, DType::f32, DType::f32}})
+  for (const Cfg& c : COPY_PRECISION_CFGS)
     for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
       SCOPED_TRACE(name(c) + " " + read_format_name(f) + " no flush");
       ASSERT_TRUE(persistent_taken(c, f, 3, 8)) << "the persistent step was not chosen";
