@@ -29,7 +29,10 @@
 //    (its payload landed), FRE (the consumers are done with it). Items are
 //    claimed dynamically, so blocks whose items flush take fewer items.
 // Launched by delta_launch.cu (replay1p_plan: K = 128, whole key heads,
-// records readable by bulk copies, no read copy, L <= 32).
+// records readable by bulk copies, L <= 32). A dual pool's step reads its
+// read copy (DUAL instances): the preparation is then the dual fold's
+// programmatic dependent and an item whose row flushes waits for the fold's
+// grid; no item flushes in the stream (docs/perf_notes_delta.md v24).
 #pragma once
 #include "delta/replay1.cuh"
 
