@@ -47,7 +47,7 @@ struct Replay1Choice {
   bool bulk = false, qbulk = false;  // qbulk: the packed-copy bulk stream
   int64_t smem = 0;
 };
-// copy: a dual pool's fp8 / nvfp4 read copy of that layout (the T = 1 step
+// copy: a dual pool's read copy of that layout (the T = 1 step
 // on the copy); null: the state itself.
 Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLayout* copy = nullptr);
 // The persistent T = 1 kernel's choice for contiguous rings of these record

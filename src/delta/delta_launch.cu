@@ -835,16 +835,34 @@ void run_dual_fold(const char* fn, int op, const DeltaPool& pool, const QuantLay
 
 }  // namespace
 
-Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLayout* copy) {
-  StateView st{reinterpret_cast<void*>(uintptr_t(256)), d.HV * d.V * d.K, d.V * d.K, d.K};
-  QuantGeom qg{};
+namespace {
+// What run_replay gives the kernels of a contiguous pool of `state` rows at
+// `at` (the launch choices that depend on shapes alone), or of its read copy
+// of layout `copy`: bf16 / f16 copies as 16-bit states with tile strides,
+// fp8 / nvfp4 ones packed.
+struct ContiguousRead {
+  StateView st;
+  DType sd;
   int qf = QF_NONE;
-  if (copy) {  // as run_replay lays out an fp8 / nvfp4 copy
-    qf = packed_qf(*copy);
-    st = StateView{st.p, d.HV * copy->tile_bytes, copy->tile_bytes, copy->code_row_bytes};
-    qg = packed_geom(*copy);
+  QuantGeom qg{};
+};
+ContiguousRead contiguous_read(const Dims& d, DType state, const QuantLayout* copy, void* at) {
+  ContiguousRead r{StateView{at, d.HV * d.V * d.K, d.V * d.K, d.K}, state};
+  if (copy && (copy->format == ReadFormat::bf16 || copy->format == ReadFormat::f16)) {
+    r.sd = copy->format == ReadFormat::bf16 ? DType::bf16 : DType::f16;
+    r.st = StateView{at, d.HV * copy->tile_bytes / 2, copy->tile_bytes / 2, d.K};
+  } else if (copy) {
+    r.qf = packed_qf(*copy);
+    r.st = StateView{at, d.HV * copy->tile_bytes, copy->tile_bytes, copy->code_row_bytes};
+    r.qg = packed_geom(*copy);
   }
-  const Replay1Plan p = replay1_plan(st, qg, qf, state, d, sms);
+  return r;
+}
+}  // namespace
+
+Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLayout* copy) {
+  const ContiguousRead r = contiguous_read(d, state, copy, reinterpret_cast<void*>(uintptr_t(256)));
+  const Replay1Plan p = replay1_plan(r.st, r.qg, r.qf, r.sd, d, sms);
   return Replay1Choice{p.tile.nh, p.tile.vt, p.ld, p.bulk, p.qbulk, int64_t(p.smem)};
 }
 
@@ -856,24 +874,14 @@ namespace {
 Replay1PPlan contiguous_replay1p_plan(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms,
                                       const QuantLayout* copy = nullptr) {
   void* const at = reinterpret_cast<void*>(uintptr_t(256));
-  StateView st{at, d.HV * d.V * d.K, d.V * d.K, d.K};
-  QuantGeom qg{};
-  int qf = QF_NONE;
-  if (copy && (copy->format == ReadFormat::bf16 || copy->format == ReadFormat::f16)) {
-    state = copy->format == ReadFormat::bf16 ? DType::bf16 : DType::f16;
-    st = StateView{at, d.HV * copy->tile_bytes / 2, copy->tile_bytes / 2, d.K};
-  } else if (copy) {
-    qf = packed_qf(*copy);
-    st = StateView{at, d.HV * copy->tile_bytes, copy->tile_bytes, copy->code_row_bytes};
-    qg = packed_geom(*copy);
-  }
+  const ContiguousRead r = contiguous_read(d, state, copy, at);
   const int64_t S = std::max<int64_t>(d.S, 1), R = std::max<int64_t>(d.R, d.L + 1);
   DeltaPool pool;
   pool.ring_d = Tensor::view(at, d_dtype, {S, R, d.HV, d.V}, Device::cuda);
   pool.ring_k = Tensor::view(at, k_dtype, {S, R, d.H, d.K}, Device::cuda);
   pool.ring_g = is_kda(d) ? Tensor::view(at, DType::f32, {S, R, d.HV, d.K}, Device::cuda)
                           : Tensor::view(at, DType::f32, {S, R, d.HV}, Device::cuda);
-  return replay1p_plan(st, pool, state, qf, qg, copy != nullptr, d, sms);
+  return replay1p_plan(r.st, pool, r.sd, r.qf, r.qg, copy != nullptr, d, sms);
 }
 }  // namespace
 
