@@ -199,6 +199,13 @@ Launch launch_of(unsigned x, unsigned y, unsigned z, int threads, size_t smem, c
   return Launch{{x, y, z}, threads, smem, reinterpret_cast<CUstream_st*>(e.stream)};
 }
 
+// An integer from the environment (launch-choice overrides for tests and
+// measurements), else dflt.
+int env_int(const char* name, int dflt) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : dflt;
+}
+
 // The one dispatch switch: (state dtype, family) → typed launch.
 template <template <DType, bool> class Op, class Args>
 void dispatch(DType state, bool kda, const Args& a, const Launch& l) {
@@ -500,10 +507,6 @@ struct Replay1PPlan {
 Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd, int qf, const QuantGeom& qg,
                            bool dual, const Dims& d, int sms) {
   Replay1PPlan p;
-  auto env_int = [](const char* name, int dflt) {
-    const char* v = std::getenv(name);
-    return v && *v ? std::atoi(v) : dflt;
-  };
   const int mode = env_int("REPLAYSSM_R1P", -1);
   const bool kda = is_kda(d);
   const int64_t G = d.HV / d.H, rb = G * d.V, ss = int64_t(dtype_size(sd));
@@ -585,10 +588,11 @@ void* replay1p_scratch(const char* fn, size_t bytes, const Exec& exec, bool requ
   return b.p;
 }
 
-// Timeline stamps in mapped host memory, 16 per record (a replay1.cuh block
-// or a replay1p.cuh item) of the latest launch, written at exit to the file
-// that the environment variable named in `t` gives (size_t count, then the
-// records; scripts/r1_timeline.py, r1p_timeline.py). Null when it is unset,
+// Timeline stamps in mapped host memory, 16 per record (a replay1.cuh block,
+// a replay1p.cuh item or a dual fold block) of the latest launch, written at
+// exit to the file that the environment variable named in `t` gives (size_t
+// count, then the records; scripts/r1_timeline.py, r1p_timeline.py,
+// fold_timeline.py). Null when it is unset,
 // when the launch has more than t.cap records, or when allocation fails.
 struct TimelineDump {
   const char* path;
@@ -597,7 +601,7 @@ struct TimelineDump {
   size_t n = 0;
 };
 unsigned long long* timeline_stamps(TimelineDump& t, size_t records) {
-  static TimelineDump* dumps[2] = {};  // its two users, in the order of their first launch
+  static TimelineDump* dumps[3] = {};  // its users, in the order of their first launch
   if (!t.path || records > t.cap) return nullptr;
   if (!t.host) {
     if (cudaHostAlloc(reinterpret_cast<void**>(&t.host), t.cap * 128, cudaHostAllocMapped) != cudaSuccess) {
@@ -605,7 +609,7 @@ unsigned long long* timeline_stamps(TimelineDump& t, size_t records) {
       t.path = nullptr;
       return nullptr;
     }
-    if (!dumps[0] && !dumps[1])
+    if (!dumps[0])
       std::atexit([] {
         for (TimelineDump* d : dumps)
           if (FILE* f = d ? std::fopen(d->path, "wb") : nullptr) {
@@ -614,7 +618,11 @@ unsigned long long* timeline_stamps(TimelineDump& t, size_t records) {
             std::fclose(f);
           }
       });
-    dumps[dumps[0] ? 1 : 0] = &t;
+    for (TimelineDump*& d : dumps)
+      if (!d) {
+        d = &t;
+        break;
+      }
   }
   t.n = records;
   unsigned long long* dev = nullptr;
@@ -825,9 +833,14 @@ void run_dual_fold(const char* fn, int op, const DeltaPool& pool, const QuantLay
   // Heads per block: few blocks for the rows that do not flush (they only
   // read a cursor), yet many resident blocks per SM when every row flushes
   // (the fold is a dependent chain per state row: it needs warps in flight).
+  // (REPLAYSSM_FOLD_HPB overrides it, for measurements)
   const int64_t want = 32 * int64_t(sm_count());
-  a.hpb = int(std::clamp<int64_t>(d.HV * n / std::max<int64_t>(want, 1), 1, d.HV));
+  a.hpb = int(std::clamp<int64_t>(env_int("REPLAYSSM_FOLD_HPB", int(d.HV * n / std::max<int64_t>(want, 1))), 1, d.HV));
   const Launch l = launch_of(unsigned((d.HV + a.hpb - 1) / a.hpb), unsigned(n), 1, DUAL_THREADS, smem, exec);
+  if (mma) {  // per-block timelines (dual_fold_stamp)
+    static TimelineDump blocks{std::getenv("FOLD_TIMING"), size_t(1) << 17};
+    a.timing = timeline_stamps(blocks, size_t(l.grid[0]) * l.grid[1]);
+  }
   if (mma) dispatch<DualFoldMmaOp>(pool.state.dtype, is_kda(d), a, l);
   else dispatch<DualFoldOp>(pool.state.dtype, is_kda(d), a, l);
   cuda_util::check_launch(fn);

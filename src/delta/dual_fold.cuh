@@ -40,6 +40,23 @@ __device__ __forceinline__ void dual_store_out(void* p, DType dt, int64_t i, flo
 __device__ __forceinline__ bool dual_fold_packs(int op) {
   return op == DUAL_STEP || op == DUAL_FLUSH || op == DUAL_PACK;
 }
+// Per-block timelines of a fold launch (a.timing: 16 %globaltimer stamps
+// per block, the launcher's FOLD_TIMING dump; scripts/fold_timeline.py):
+// 0 start, 1 plan known, 2 + i head i of the block done (i < 8); the
+// first head's records loaded (10), its weights and M made (11), warp 0's
+// tile folded (12) and packed (13); 14 end, 15 SM | (folds ? 1 : 0) << 32.
+// Thread 0 only.
+__device__ __forceinline__ void dual_fold_stamp(const DualArgs& a, int i, unsigned long long v = 0) {
+  if (!a.timing || threadIdx.x != 0) return;
+  if (i != 15) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v)::"memory");
+  a.timing[(int64_t(blockIdx.y) * gridDim.x + blockIdx.x) * 16 + i] = v;
+}
+__device__ __forceinline__ unsigned long long dual_fold_smid() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+  return r;
+}
+
 struct FoldPlan {
   int64_t s = 0;
   int start = 0, count = 0;

@@ -73,6 +73,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
   const bool mat = a.op == DUAL_MATERIALIZE;
   const bool pack = dual_fold_packs(a.op);
   FoldPlan fp;
+  dual_fold_stamp(a, 0);
   if (a.op == DUAL_STEP) {
     // A step's plan reports nothing and writes nothing: one thread reads the
     // cursor for the block (most blocks of a step do not flush, and every
@@ -84,7 +85,12 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
       sfp = fp;
     }
     __syncthreads();
-    if (!sgo) return;
+    dual_fold_stamp(a, 1);
+    dual_fold_stamp(a, 15, dual_fold_smid() | (unsigned long long)(sgo ? 1 : 0) << 32);
+    if (!sgo) {
+      dual_fold_stamp(a, 14);
+      return;
+    }
     fp = sfp;
   } else if (!dual_fold_plan(a, b, hv_lo, hv_hi, fp)) {
     return;
@@ -202,6 +208,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
           if (!KDA) GJ[j] = rg.g[s * rg.g0 + pos * rg.g1 + int64_t(hv) * rg.g2];
         }
         __syncthreads();
+        if (hv == hv_lo) dual_fold_stamp(a, 10);
         // W and E (prefix sums, threads x < K) and F (suffix sums, x ≥ K), split,
         // in their fragment layouts, records past the chunk's end zero; a
         // thread per (channel, direction).
@@ -303,6 +310,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
           }
         }
         __syncthreads();
+        if (hv == hv_lo) dual_fold_stamp(a, 11);
       }
       for (int tl = warp; tl < ntiles; tl += nwarps) {
         if (tl != warp) load_tile(tl);
@@ -411,6 +419,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
         }
       }
     }
+    if (hv == hv_lo) dual_fold_stamp(a, 12);
     uint8_t* const ctile = a.copy.p + s * a.copy.s0 + int64_t(hv) * a.copy.s1;
     if (reg_pack) {
       const bool has = warp < ntiles;
@@ -428,9 +437,12 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
 #pragma unroll
         for (int h = 0; h < 2; ++h) quant::dev::pack_row_quad_any(f[h], 16 * warp + g + 8 * h, t4, ctile, a.geom, t);
     }
+    if (hv == hv_lo) dual_fold_stamp(a, 13);
     __syncthreads();  // the head's checkpoint rows are visible to the block; records free
     if (pack && !reg_pack) quant::dev::pack_tile_block_any<SD>(tile, a.st.s2, ctile, a.geom);
+    if (hv - hv_lo < 8) dual_fold_stamp(a, 2 + hv - hv_lo);
   }
+  dual_fold_stamp(a, 14);
 }
 
 }  // namespace replayssm::delta::cuda_impl

@@ -197,6 +197,8 @@ struct DualArgs {
   int H = 0, HV = 0, G = 1, K = 0, V = 0;
   int lpr = 8;
   int hpb = 1;  // value heads per block
+  // per-block timelines (FOLD_TIMING=file; dual_fold_stamp), else null
+  unsigned long long* timing = nullptr;
   // ring_k / ring_v / ring_g (KDA) readable in aligned 4-element groups
   // (the tensor-core fold's vectorised record loads)
   bool k_vec = false, v_vec = false, g_vec = false;
