@@ -4,7 +4,10 @@
 // 32-value blocks (its E8M0 byte depends only on the block); nvfp4 first
 // reduces the tile's finite amax over the CTA (max is order-independent, so
 // t is exact and equals the CPU's), then gives each thread whole 16-value
-// blocks. Unpack decodes whole blocks per thread. Stores of codes are 8- or
+// blocks. Tiles with K = 128 and R % 16 == 0 (the model shapes) pack fp8 /
+// nvfp4 rows from lane quads instead (pack_quads: the dual fold's packer,
+// tile_pack.cuh pack_row_quad, the same bytes), so that QuantGpu's
+// byte-exact tests cover that packer. Unpack decodes whole blocks per thread. Stores of codes are 8- or
 // 16-byte vectors: tiles start 16-byte aligned and every block's codes sit at
 // a multiple of its own size.
 #include <cfloat>
@@ -12,6 +15,7 @@
 #include "cuda/common.cuh"
 #include "quant/backend.h"
 #include "quant/quant.cuh"
+#include "quant/tile_pack.cuh"
 
 namespace replayssm::quant::cuda {
 namespace {
@@ -52,6 +56,30 @@ __device__ float cta_max(float v) {
   return v;
 }
 
+// The tile of a CTA (K = 128, R % 16 == 0) packed as the tensor-core dual
+// fold packs it (dev::pack_row_quad, from rows held by lane quads), so that
+// the tests of quant_pack cover that packer too: warp w takes 16-row slabs
+// w, w + 8, …; lane (g, t4) rows g and g + 8 of a slab, columns 16c + 4·t4
+// + e. t: the nvfp4 tile scale.
+template <ReadFormat F, DType D>
+__device__ void pack_quads(const typename Traits<D>::type* x, const PackParams& p, float t) {
+  TileGeom tg;
+  tg.scale_offset = p.scale_offset;
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane >> 2, t4 = lane & 3;
+  uint8_t* tile = p.packed + int64_t(blockIdx.x) * p.packed_s0;
+  for (int64_t r0 = 16 * warp; r0 < p.R; r0 += 16 * (THREADS / 32))  // warp-uniform
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = r0 + g + 8 * h;
+      float v[32];
+#pragma unroll
+      for (int c = 0; c < 8; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[4 * c + e] = Traits<D>::load(x[r * p.in_s1 + 16 * c + 4 * t4 + e]);
+      dev::pack_row_quad<F>(v, r, t4, tile, tg, t);
+    }
+}
+
 template <ReadFormat F, DType D>
 __global__ void __launch_bounds__(THREADS) quant_pack_kernel(PackParams p) {
   using T = typename Traits<D>::type;
@@ -69,6 +97,10 @@ __global__ void __launch_bounds__(THREADS) quant_pack_kernel(PackParams p) {
       codes[i] = F == ReadFormat::bf16 ? dev::bf16_encode(v) : dev::f16_encode(v);
     }
   } else if constexpr (F == ReadFormat::fp8_e4m3) {
+    if (K == 128 && R % 16 == 0) {
+      pack_quads<F, D>(x, p, 0.f);
+      return;
+    }
     const int64_t nb = K / 32;
     for (int64_t i = threadIdx.x; i < R * nb; i += THREADS) {
       const int64_t r = i / nb, b = i % nb;
@@ -87,6 +119,10 @@ __global__ void __launch_bounds__(THREADS) quant_pack_kernel(PackParams p) {
       amax = fmaxf(amax, dev::finite_abs(Traits<D>::load(x[(i / K) * p.in_s1 + i % K])));
     const float t = dev::nvfp4_tensor_scale(cta_max(amax));
     if (threadIdx.x == 0) *reinterpret_cast<float*>(tile + p.tensor_scale_offset) = t;
+    if (K == 128 && R % 16 == 0) {
+      pack_quads<F, D>(x, p, t);
+      return;
+    }
     const int64_t nb = K / 16;
     for (int64_t i = threadIdx.x; i < R * nb; i += THREADS) {
       const int64_t r = i / nb, b = i % nb;

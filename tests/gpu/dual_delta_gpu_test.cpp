@@ -744,50 +744,78 @@ TEST(DualDeltaGpu, GraphReplayMatchesCpu) {
 // with fresh inputs; the production tiles (40 rows, GDN HV64: the
 // packed-copy bulk stream) with L = 4; staggered rows, so each replay mixes
 // flushing and other rows; a pad row; outputs, checkpoints, copies and
-// records vs cpu after every replay.
+// records vs cpu after every replay. With `ws` the capture passes
+// Exec::workspace of delta_workspace_bytes' size (exactly) and the caller
+// forces the persistent step (REPLAYSSM_R1P=1: under capture without scratch
+// an error, never the blocks), so the workspace is what the captured
+// preparation and stream use.
+void graph_replay_t1(ReadFormat f, bool ws, std::mt19937& rng) {
+  const Cfg c{DeltaFamily::gdn, 16, 64, 128, 128};
+  const int64_t B = 40, S = 42, L = 4;
+  DualPool pool(c, f, S, L, 1, rng);
+  std::vector<int64_t> rows(static_cast<size_t>(B));
+  std::iota(rows.begin(), rows.end(), 1);
+  rows[7] = -1;  // a pad row
+  Pair slot = index_pair(rows);
+  // stagger the rows: slot r takes r % L uncaptured steps first, so every
+  // replay below mixes flushing and other rows
+  for (int64_t j = 1; j < L; ++j) {
+    std::vector<int64_t> sub;
+    for (int64_t r : rows)
+      if (r >= 0 && r % L >= j) sub.push_back(r);
+    Pair ss = index_pair(sub);
+    Inputs pin(c, {int64_t(sub.size()), 1}, rng);
+    delta_replay_step(c.f, pin.step(false, ss), pool.view(false), Tensor{}, true, cpu_exec());
+    delta_replay_step(c.f, pin.step(true, ss), pool.view(true), Tensor{}, true, cuda_exec());
+  }
+  Inputs in(c, {B, 1}, rng);
+  CapturedGraph graph;
+  Exec e = graph.exec(cuda_exec());
+  std::unique_ptr<void, decltype(&cudaFree)> buf(nullptr, cudaFree);
+  if (ws) {
+    const size_t need = delta_workspace_bytes(c.f, SsmOp::replay_step, DeltaShape{c.H, c.HV, c.K, c.V}, B, 1, L, e);
+    ASSERT_GT(need, 0u) << "a dual step at this shape reports no workspace";
+    void* p = nullptr;
+    RSSM_CUDA_OK(cudaMalloc(&p, need));
+    buf.reset(p);
+    e.workspace = Workspace{p, need};
+  }
+  graph.capture([&] { delta_replay_step(c.f, in.step(true, slot), pool.view(true), Tensor{}, true, e); });
+  int flushes = 0;
+  for (int it = 0; it < 12; ++it) {
+    in.refill(rng);
+    in.push();
+    for (int64_t r : rows)
+      if (r >= 0) flushes += pool.cur.h.get(r * 3 + 1) + 1 > L;
+    graph.replay();
+    delta_replay_step(c.f, in.step(false, slot), pool.view(false), Tensor{}, true, cpu_exec());
+    const HostTensor o = in.o.fetch();
+    for (int64_t i = 0; i < c.HV * c.V; ++i) ASSERT_EQ(o.get(7 * c.HV * c.V + i), 0.0) << "pad row output";
+    EXPECT_LE(rel_err(o.to_f64(), in.o.h.to_f64()), out_tol(c, f)) << "o, replay " << it;
+    pool.expect_match(c, rows, "replay " + std::to_string(it));
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_GE(flushes, 40) << "the schedule must flush";
+}
 TEST(DualDeltaGpu, GraphReplayT1MatchesCpu) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(43);
-  const Cfg c{DeltaFamily::gdn, 16, 64, 128, 128};
   for (ReadFormat f : {ReadFormat::bf16, ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
     SCOPED_TRACE(read_format_name(f));
-    const int64_t B = 40, S = 42, L = 4;
-    DualPool pool(c, f, S, L, 1, rng);
-    std::vector<int64_t> rows(static_cast<size_t>(B));
-    std::iota(rows.begin(), rows.end(), 1);
-    rows[7] = -1;  // a pad row
-    Pair slot = index_pair(rows);
-    // stagger the rows: slot r takes r % L uncaptured steps first, so every
-    // replay below mixes flushing and other rows
-    for (int64_t j = 1; j < L; ++j) {
-      std::vector<int64_t> sub;
-      for (int64_t r : rows)
-        if (r >= 0 && r % L >= j) sub.push_back(r);
-      Pair ss = index_pair(sub);
-      Inputs pin(c, {int64_t(sub.size()), 1}, rng);
-      delta_replay_step(c.f, pin.step(false, ss), pool.view(false), Tensor{}, true, cpu_exec());
-      delta_replay_step(c.f, pin.step(true, ss), pool.view(true), Tensor{}, true, cuda_exec());
-    }
-    Inputs in(c, {B, 1}, rng);
-    CapturedGraph graph;
-    graph.capture([&] {
-      delta_replay_step(c.f, in.step(true, slot), pool.view(true), Tensor{}, true, graph.exec(cuda_exec()));
-    });
-    int flushes = 0;
-    for (int it = 0; it < 12; ++it) {
-      in.refill(rng);
-      in.push();
-      for (int64_t r : rows)
-        if (r >= 0) flushes += pool.cur.h.get(r * 3 + 1) + 1 > L;
-      graph.replay();
-      delta_replay_step(c.f, in.step(false, slot), pool.view(false), Tensor{}, true, cpu_exec());
-      const HostTensor o = in.o.fetch();
-      for (int64_t i = 0; i < c.HV * c.V; ++i) ASSERT_EQ(o.get(7 * c.HV * c.V + i), 0.0) << "pad row output";
-      EXPECT_LE(rel_err(o.to_f64(), in.o.h.to_f64()), out_tol(c, f)) << "o, replay " << it;
-      pool.expect_match(c, rows, "replay " + std::to_string(it));
-      if (::testing::Test::HasFailure()) break;
-    }
-    EXPECT_GE(flushes, 40) << "the schedule must flush";
+    graph_replay_t1(f, false, rng);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+// The same with the persistent step forced and an exact workspace (the
+// dual step's scratch as delta_workspace_bytes sizes it).
+TEST(DualDeltaGpu, GraphReplayT1PersistentWorkspace) {
+  RSSM_SKIP_WITHOUT_GPU();
+  R1PMode on("1");
+  std::mt19937 rng(44);
+  for (ReadFormat f : {ReadFormat::bf16, ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
+    SCOPED_TRACE(read_format_name(f));
+    ASSERT_TRUE(persistent_taken(Cfg{DeltaFamily::gdn, 16, 64, 128, 128}, f, 40, 4)) << "the persistent step was not chosen";
+    graph_replay_t1(f, true, rng);
     if (::testing::Test::HasFailure()) return;
   }
 }
