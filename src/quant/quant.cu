@@ -7,9 +7,9 @@
 // blocks. Tiles with K = 128 and R % 16 == 0 (the model shapes) pack fp8 /
 // nvfp4 rows from lane quads instead (pack_quads: the dual fold's packer,
 // tile_pack.cuh pack_row_quad, the same bytes), so that QuantGpu's
-// byte-exact tests cover that packer. Unpack decodes whole blocks per thread. Stores of codes are 8- or
-// 16-byte vectors: tiles start 16-byte aligned and every block's codes sit at
-// a multiple of its own size.
+// byte-exact tests cover that packer. Unpack decodes whole blocks per
+// thread. Stores of codes are 8- or 16-byte vectors: tiles start 16-byte
+// aligned and every block's codes sit at a multiple of its own size.
 #include <cfloat>
 
 #include "cuda/common.cuh"
