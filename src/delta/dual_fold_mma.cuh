@@ -317,21 +317,33 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
         const int r0 = 16 * tl;
         for (int c = 0; c < nch; ++c) {
           const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
-          // P = S·Wᵀ: acc[nt][2h + i] = P(row g + 8h, record c0 + 8·nt + 2·t4 + i)
+          // P = S·Wᵀ: acc[nt][2h + i] = P(row g + 8h, record c0 + 8·nt + 2·t4 + i),
+          // the hi·hi products and the two correction terms in accumulators
+          // of their own (four dependent chains of 16 / 32 HMMA instead of two
+          // of 48), added at the end
           float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-          const uint4* wb = reinterpret_cast<const uint4*>(WB) + int64_t(c) * FOLD_CH * FOLD_WBP;
+          {
+            float cor[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+            const uint4* wb = reinterpret_cast<const uint4*>(WB) + int64_t(c) * FOLD_CH * FOLD_WBP;
 #pragma unroll
-          for (int cc = 0; cc < 8; ++cc)
+            for (int cc = 0; cc < 8; ++cc)
 #pragma unroll
-            for (int s2 = 0; s2 < 2; ++s2) {
-              uint32_t ah[4], al[4];
-              cuda_util::a_frag_rows<true>(f[0], f[1], 4 * cc + 2 * s2, ah, al);
+              for (int s2 = 0; s2 < 2; ++s2) {
+                uint32_t ah[4], al[4];
+                cuda_util::a_frag_rows<true>(f[0], f[1], 4 * cc + 2 * s2, ah, al);
 #pragma unroll
-              for (int nt = 0; nt < 2; ++nt) {
-                const uint4 q = wb[(8 * nt + g) * FOLD_WBP + 8 * cc + 2 * t4 + s2];
-                mma_tf32x3(acc[nt], ah, al, q.x, q.y, q.z, q.w);
+                for (int nt = 0; nt < 2; ++nt) {
+                  const uint4 q = wb[(8 * nt + g) * FOLD_WBP + 8 * cc + 2 * t4 + s2];
+                  cuda_util::mma_tf32(cor[nt], al, q.x, q.y);
+                  cuda_util::mma_tf32(cor[nt], ah, q.z, q.w);
+                  cuda_util::mma_tf32(acc[nt], ah, q.x, q.y);
+                }
               }
-            }
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+              for (int i = 0; i < 4; ++i) acc[nt][i] += cor[nt][i];
+          }
           // The solve across the quad; da: the fold's A fragments (rows g,
           // g + 8 × records 8·ks + t4, 8·ks + t4 + 4).
           float da[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
