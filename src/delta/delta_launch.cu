@@ -837,12 +837,13 @@ void run_dual_fold(const char* fn, int op, const DeltaPool& pool, const QuantLay
   const int64_t want = 32 * int64_t(sm_count());
   a.hpb = int(std::clamp<int64_t>(env_int("REPLAYSSM_FOLD_HPB", int(d.HV * n / std::max<int64_t>(want, 1))), 1, d.HV));
   const Launch l = launch_of(unsigned((d.HV + a.hpb - 1) / a.hpb), unsigned(n), 1, DUAL_THREADS, smem, exec);
-  if (mma) {  // per-block timelines (dual_fold_stamp)
-    static TimelineDump blocks{std::getenv("FOLD_TIMING"), size_t(1) << 17};
+  if (mma) {
+    static TimelineDump blocks{std::getenv("FOLD_TIMING"), size_t(1) << 17};  // per-block timelines (dual_fold_stamp)
     a.timing = timeline_stamps(blocks, size_t(l.grid[0]) * l.grid[1]);
+    dispatch<DualFoldMmaOp>(pool.state.dtype, is_kda(d), a, l);
+  } else {
+    dispatch<DualFoldOp>(pool.state.dtype, is_kda(d), a, l);
   }
-  if (mma) dispatch<DualFoldMmaOp>(pool.state.dtype, is_kda(d), a, l);
-  else dispatch<DualFoldOp>(pool.state.dtype, is_kda(d), a, l);
   cuda_util::check_launch(fn);
 }
 

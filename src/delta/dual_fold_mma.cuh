@@ -334,9 +334,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
 #pragma unroll
                 for (int nt = 0; nt < 2; ++nt) {
                   const uint4 q = wb[(8 * nt + g) * FOLD_WBP + 8 * cc + 2 * t4 + s2];
-                  cuda_util::mma_tf32(cor[nt], al, q.x, q.y);
-                  cuda_util::mma_tf32(cor[nt], ah, q.z, q.w);
-                  cuda_util::mma_tf32(acc[nt], ah, q.x, q.y);
+                  cuda_util::mma_tf32x3_apart(acc[nt], cor[nt], ah, al, q.x, q.y, q.z, q.w);
                 }
               }
 #pragma unroll

@@ -749,8 +749,9 @@ TEST(DualDeltaGpu, GraphReplayMatchesCpu) {
 // forces the persistent step (REPLAYSSM_R1P=1: under capture without scratch
 // an error, never the blocks), so the workspace is what the captured
 // preparation and stream use.
+const Cfg GRAPH_T1_CFG{DeltaFamily::gdn, 16, 64, 128, 128};
 void graph_replay_t1(ReadFormat f, bool ws, std::mt19937& rng) {
-  const Cfg c{DeltaFamily::gdn, 16, 64, 128, 128};
+  const Cfg& c = GRAPH_T1_CFG;
   const int64_t B = 40, S = 42, L = 4;
   DualPool pool(c, f, S, L, 1, rng);
   std::vector<int64_t> rows(static_cast<size_t>(B));
@@ -814,7 +815,7 @@ TEST(DualDeltaGpu, GraphReplayT1PersistentWorkspace) {
   std::mt19937 rng(44);
   for (ReadFormat f : {ReadFormat::bf16, ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
     SCOPED_TRACE(read_format_name(f));
-    ASSERT_TRUE(persistent_taken(Cfg{DeltaFamily::gdn, 16, 64, 128, 128}, f, 40, 4)) << "the persistent step was not chosen";
+    ASSERT_TRUE(persistent_taken(GRAPH_T1_CFG, f, 40, 4)) << "the persistent step was not chosen";
     graph_replay_t1(f, true, rng);
     if (::testing::Test::HasFailure()) return;
   }
