@@ -830,12 +830,9 @@ void run_dual_fold(const char* fn, int op, const DeltaPool& pool, const QuantLay
   const size_t mma_smem = size_t(dual_fold_mma_layout(is_kda(d), int(d.V), L).bytes);
   const bool mma = mma_rows_fit(a.st, int64_t(dtype_size(pool.state.dtype)), d) && mma_smem <= DUAL_FOLD_MMA_SMEM_CAP;
   if (mma) smem = mma_smem;
-  // Heads per block: few blocks for the rows that do not flush (they only
-  // read a cursor), yet many resident blocks per SM when every row flushes
-  // (the fold is a dependent chain per state row: it needs warps in flight).
-  // (REPLAYSSM_FOLD_HPB overrides it, for measurements)
-  const int64_t want = 32 * int64_t(sm_count());
-  a.hpb = int(std::clamp<int64_t>(env_int("REPLAYSSM_FOLD_HPB", int(d.HV * n / std::max<int64_t>(want, 1))), 1, d.HV));
+  // (REPLAYSSM_FOLD_HPB overrides the heads per block, for measurements)
+  const int hpb = dual_fold_heads_per_block(d.HV, d.HV / d.H, n, sm_count(), mma && !is_kda(d));
+  a.hpb = int(std::clamp<int64_t>(env_int("REPLAYSSM_FOLD_HPB", hpb), 1, d.HV));
   const Launch l = launch_of(unsigned((d.HV + a.hpb - 1) / a.hpb), unsigned(n), 1, DUAL_THREADS, smem, exec);
   if (mma) {
     static TimelineDump blocks{std::getenv("FOLD_TIMING"), size_t(1) << 17};  // per-block timelines (dual_fold_stamp)

@@ -19,6 +19,10 @@
 // (j mod 8) / 2, broadcast to the quad), and the fold's accumulators are
 // the rows' own registers (the B operand's column n of column group c is
 // 16c + 4·(n >> 1) + 2·nt + (n & 1)).
+// GDN's gates are scalars per value head, so its W and F are k̂ itself (made
+// and split once per key head, with the Gram k̂_i·k̂_j, and kept for the
+// block's next value heads of that key head): P_j = e^{Λ_j}(S·k̂_j) and
+// D's column j scaled by e^{Λ_{c1−1} − Λ_j} before its split.
 #pragma once
 #include "delta/dual_fold.cuh"
 
@@ -35,9 +39,11 @@ inline constexpr int64_t DUAL_FOLD_MMA_SMEM_CAP = 113 * 1024;
 // Shared memory of the tensor-core fold, byte offsets: the B operands
 // already split, W as [chunk][record][column pair] units {hi_2p, hi_2p+1,
 // lo_2p, lo_2p+1}, F as [chunk][column][k-step·4 + t4] units {hi_r, hi_r+4,
-// lo_r, lo_r+4} (r = 8·k-step + t4); then k̂, g, E, M, β, v as floats.
+// lo_r, lo_r+4} (r = 8·k-step + t4); then k̂, g, E, M, β, v as floats; GDN
+// also the chunk's Gram k̂_i·k̂_j (kept across the value heads of a key head)
+// and the record scales e^{Λ_j}, e^{Λ_{c1−1} − Λ_j} of the head.
 struct FoldMmaLayout {
-  int64_t wb, fb, kh, g, e, m, bt, vj, bytes;
+  int64_t wb, fb, kh, g, e, m, bt, vj, gr, ew, ef, bytes;
 };
 __host__ __device__ inline FoldMmaLayout dual_fold_mma_layout(bool kda, int V, int L) {
   FoldMmaLayout l{};
@@ -51,6 +57,12 @@ __host__ __device__ inline FoldMmaLayout dual_fold_mma_layout(bool kda, int V, i
   l.m = o; o += align4(int64_t(L) * FOLD_CH) * 4;
   l.bt = o; o += align4(L) * 4;
   l.vj = o; o += align4(int64_t(L) * V) * 4;
+  l.gr = l.ew = l.ef = o;
+  if (!kda) {
+    l.gr = o; o += nch * FOLD_CH * FOLD_CH * 4;
+    l.ew = o; o += nch * FOLD_CH * 4;
+    l.ef = o; o += nch * FOLD_CH * 4;
+  }
   l.bytes = o;
   return l;
 }
@@ -110,6 +122,9 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
   float* const M = reinterpret_cast<float*>(smc + fl.m);    // [L][FOLD_CH] M_{j, i − c0}
   float* const BT = reinterpret_cast<float*>(smc + fl.bt);  // [L] β_j
   float* const VJ = reinterpret_cast<float*>(smc + fl.vj);  // [L][V] v_j
+  float* const GR = reinterpret_cast<float*>(smc + fl.gr);  // GDN [chunk][j][i] k̂_i·k̂_j
+  float* const EW = reinterpret_cast<float*>(smc + fl.ew);  // GDN [chunk][j] e^{Λ_j}
+  float* const EF = reinterpret_cast<float*>(smc + fl.ef);  // GDN [chunk][j] e^{Λ_{c1−1} − Λ_j}
   const int nch = (count + FOLD_CH - 1) / FOLD_CH;
   const int g = lane32 >> 2, t4 = lane32 & 3, qb = lane32 & ~3;
   const int ntiles = V / 16;
@@ -119,6 +134,10 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
   const bool reg_pack = pack && count > 0 && ntiles <= nwarps;
   for (int hv = hv_lo; hv < hv_hi; ++hv) {  // uniform over the block
     const int kh = hv / a.G;
+    // GDN: the keys, their split B operands and their Gram are the key
+    // head's, made at its block's first value head and kept for the next
+    // (the gates are scalars per value head: P and D scaled per record)
+    const bool newk = KDA || hv == hv_lo || hv % a.G == 0;
     TS* const tile = static_cast<TS*>(a.st.p) + s * a.st.s0 + int64_t(hv) * a.st.s1;
     float f[2][32];  // rows g, g + 8 of the warp's tile: [h][4c + e] = column 16c + 4·t4 + e
     if (count > 0 || mat) {
@@ -138,7 +157,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
           // Aligned rings: groups of 4 elements (x: elements 4x .. 4x + 3 of
           // the [count][K] and [count][V] records), two per thread at a time.
           constexpr int K4 = K / 4;
-          const int V4 = V / 4, nk4 = count * K4, nv4 = count * V4, n4 = max(nk4, nv4);
+          const int V4 = V / 4, nk4 = newk ? count * K4 : 0, nv4 = count * V4, n4 = max(nk4, nv4);
           for (int x0 = tid; x0 < n4; x0 += 2 * nthr) {
             uint4 kb[2], vb[2];
             float ks[2];
@@ -173,7 +192,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
           // (4 items per thread at a time, raw: load_any widens a 16-bit key or
           // v in the branch that loads it, so each waited for the one before;
           // docs/perf_notes_delta.md v18)
-          const int nkv = count * max(K, V);
+          const int nkv = count * (newk ? max(K, V) : V);
           for (int x0 = tid; x0 < nkv; x0 += 4 * nthr) {
             uint32_t kb[4], vb[4];
             float ks[4], gg[4];
@@ -181,7 +200,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
             for (int u = 0; u < 4; ++u) {
               const int x = x0 + u * nthr;
               const int jk = x / K, i = x - jk * K, jv = V == K ? jk : x / V, v = x - jv * V;
-              const bool hk = x < nkv && jk < count, hvr = x < nkv && jv < count;
+              const bool hk = newk && x < nkv && jk < count, hvr = x < nkv && jv < count;
               const int64_t pk = ring_pos_near(start, hk ? jk : 0, rg.R), pv = ring_pos_near(start, hvr ? jv : 0, rg.R);
               kb[u] = hk ? load_bits(rg.k, rg.k_dt, s * rg.k0 + pk * rg.k1 + int64_t(kh) * rg.k2 + i) : 0u;
               ks[u] = hk ? rg.ks[s * rg.ks0 + pk * rg.ks1 + int64_t(kh) * rg.ks2] : 0.f;
@@ -193,7 +212,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
             for (int u = 0; u < 4; ++u) {
               const int x = x0 + u * nthr;
               const int jk = x / K, jv = V == K ? jk : x / V;
-              if (x < nkv && jk < count) {
+              if (newk && x < nkv && jk < count) {
                 KH[x] = widen_bits(kb[u], rg.k_dt) * ks[u];
                 if (KDA) GJ[x] = gg[u];
               }
@@ -211,40 +230,80 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
         if (hv == hv_lo) dual_fold_stamp(a, 10);
         // W and E (prefix sums, threads x < K) and F (suffix sums, x ≥ K), split,
         // in their fragment layouts, records past the chunk's end zero; a
-        // thread per (channel, direction).
-        for (int x = tid; x < 2 * K; x += nthr) {
-          const int k = x < K ? x : x - K;
-          for (int c = 0; c < nch; ++c) {
-            const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
-            if (x < K) {
-              float lam = 0.f;
-              for (int jj = 0; jj < FOLD_CH; ++jj) {
-                float w = 0.f;
-                if (jj < n) {
-                  lam += KDA ? GJ[(c0 + jj) * K + k] : GJ[c0 + jj];
-                  w = expf(lam) * KH[(c0 + jj) * K + k];
-                }
-                uint32_t hi, lo;
-                tf32_split<true>(w, hi, lo);
-                uint32_t* u = WB + ((int64_t(c) * FOLD_CH + jj) * FOLD_WBP + k / 2) * 4;
-                u[k & 1] = hi;
-                u[2 + (k & 1)] = lo;
+        // thread per (channel, direction). GDN: W = F = k̂ (a new key head
+        // only), E and the record scales EW, EF per value head.
+        if constexpr (!KDA) {
+          for (int x = tid; x < 2 * K; x += nthr) {
+            const int k = x < K ? x : x - K;
+            for (int c = 0; c < nch; ++c) {
+              const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
+              if (x < K) {
+                float lam = 0.f;
+                for (int jj = 0; jj < n; ++jj) lam += GJ[c0 + jj];
+                E[c * K + k] = expf(lam);
               }
-              E[c * K + k] = expf(lam);
-            } else {
-              float suf = 0.f;
-              for (int jj = FOLD_CH - 1; jj >= 0; --jj) {
-                float fv = 0.f;
-                if (jj < n) {
-                  fv = expf(suf) * KH[(c0 + jj) * K + k];
-                  suf += KDA ? GJ[(c0 + jj) * K + k] : GJ[c0 + jj];
-                }
+              if (!newk) continue;
+              for (int jj = 0; jj < FOLD_CH; ++jj) {
                 uint32_t hi, lo;
-                tf32_split<true>(fv, hi, lo);
-                const int r = jj & 7;
-                uint32_t* u = FB + ((int64_t(c) * K + k) * FOLD_FBS + (jj >> 3) * 4 + (r & 3)) * 4;
-                u[r >> 2] = hi;
-                u[2 + (r >> 2)] = lo;
+                tf32_split<true>(jj < n ? KH[(c0 + jj) * K + k] : 0.f, hi, lo);
+                if (x < K) {
+                  uint32_t* u = WB + ((int64_t(c) * FOLD_CH + jj) * FOLD_WBP + k / 2) * 4;
+                  u[k & 1] = hi;
+                  u[2 + (k & 1)] = lo;
+                } else {
+                  const int r = jj & 7;
+                  uint32_t* u = FB + ((int64_t(c) * K + k) * FOLD_FBS + (jj >> 3) * 4 + (r & 3)) * 4;
+                  u[r >> 2] = hi;
+                  u[2 + (r >> 2)] = lo;
+                }
+              }
+            }
+          }
+          for (int t = tid; t < nch * FOLD_CH; t += nthr) {
+            const int c0 = t / FOLD_CH * FOLD_CH, n = min(FOLD_CH, count - c0), jj = t - c0;
+            float lam = 0.f, suf = 0.f;
+            for (int q = 0; q < n; ++q) {
+              if (q <= jj) lam += GJ[c0 + q];
+              else suf += GJ[c0 + q];
+            }
+            EW[t] = jj < n ? expf(lam) : 0.f;
+            EF[t] = jj < n ? expf(suf) : 0.f;
+          }
+        } else {
+          for (int x = tid; x < 2 * K; x += nthr) {
+            const int k = x < K ? x : x - K;
+            for (int c = 0; c < nch; ++c) {
+              const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
+              if (x < K) {
+                float lam = 0.f;
+                for (int jj = 0; jj < FOLD_CH; ++jj) {
+                  float w = 0.f;
+                  if (jj < n) {
+                    lam += GJ[(c0 + jj) * K + k];
+                    w = expf(lam) * KH[(c0 + jj) * K + k];
+                  }
+                  uint32_t hi, lo;
+                  tf32_split<true>(w, hi, lo);
+                  uint32_t* u = WB + ((int64_t(c) * FOLD_CH + jj) * FOLD_WBP + k / 2) * 4;
+                  u[k & 1] = hi;
+                  u[2 + (k & 1)] = lo;
+                }
+                E[c * K + k] = expf(lam);
+              } else {
+                float suf = 0.f;
+                for (int jj = FOLD_CH - 1; jj >= 0; --jj) {
+                  float fv = 0.f;
+                  if (jj < n) {
+                    fv = expf(suf) * KH[(c0 + jj) * K + k];
+                    suf += GJ[(c0 + jj) * K + k];
+                  }
+                  uint32_t hi, lo;
+                  tf32_split<true>(fv, hi, lo);
+                  const int r = jj & 7;
+                  uint32_t* u = FB + ((int64_t(c) * K + k) * FOLD_FBS + (jj >> 3) * 4 + (r & 3)) * 4;
+                  u[r >> 2] = hi;
+                  u[2 + (r >> 2)] = lo;
+                }
               }
             }
           }
@@ -275,7 +334,8 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
         } else {
           // GDN: M_{j,i} = e^{Λ_j − Λ_i} (k̂_i·k̂_j), the 120 pairs i < j of a
           // chunk two threads each (half the channels each, float4 steps from
-          // a per-pair offset: minimal shared-memory wavefronts), one shuffle.
+          // a per-pair offset: minimal shared-memory wavefronts), one shuffle;
+          // the Gram kept (GR) for the key head's next value heads.
           static_assert(DUAL_THREADS >= FOLD_CH * (FOLD_CH - 1), "two threads per pair");
           const int p = tid >> 1, half = tid & 1;
           int j = 1;
@@ -286,7 +346,9 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
             const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
             const bool live = pv && j < n;
             float part = 0.f;
-            if (live) {
+            if (!newk) {
+              if (live && half == 0) part = GR[(c0 + j) * FOLD_CH + i];
+            } else if (live) {
               const float* ki = KH + (c0 + i) * K + (K / 2) * half;
               const float* kj = KH + (c0 + j) * K + (K / 2) * half;
               const int rot = 4 * (p & 7);
@@ -301,7 +363,10 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
                 part = fmaf(a4.w, b4.w, part);
               }
             }
-            part += __shfl_xor_sync(0xffffffffu, part, 1);
+            if (newk) {
+              part += __shfl_xor_sync(0xffffffffu, part, 1);
+              if (live && half == 0) GR[(c0 + j) * FOLD_CH + i] = part;
+            }
             if (live && half == 0) {
               float glam = 0.f;
               for (int q = i + 1; q <= j; ++q) glam += GJ[c0 + q];
@@ -341,6 +406,15 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
             for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
               for (int i = 0; i < 4; ++i) acc[nt][i] += cor[nt][i];
+            if constexpr (!KDA)  // W = k̂: P_j = e^{Λ_j} (S·k̂_j)
+#pragma unroll
+              for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                  const float ew = EW[c0 + 8 * nt + 2 * t4 + i];
+                  acc[nt][i] *= ew;
+                  acc[nt][2 + i] *= ew;
+                }
           }
           // The solve across the quad; da: the fold's A fragments (rows g,
           // g + 8 × records 8·ks + t4, 8·ks + t4 + 4).
@@ -384,6 +458,12 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
               f[h][4 * cc + 3] *= e4.w;
             }
           }
+          if constexpr (!KDA)  // F = k̂: D's columns scaled by e^{Λ_{c1−1} − Λ_j}
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks) {
+              const float e0 = EF[c0 + 8 * ks + t4], e1 = EF[c0 + 8 * ks + t4 + 4];
+              da[ks][0] *= e0, da[ks][1] *= e0, da[ks][2] *= e1, da[ks][3] *= e1;
+            }
           uint32_t dh[2][4], dl[2][4];
 #pragma unroll
           for (int ks = 0; ks < 2; ++ks)

@@ -207,6 +207,26 @@ inline bool r1p_dual_by_default(int64_t items, int sm_count) {
   return items >= R1P_DUAL_MIN_ITEMS_PER_SM * std::max(sm_count, 1);
 }
 
+// Value heads per block of the dual fold (dual_fold*.cuh): few blocks for
+// the rows that do not flush (they only read a cursor), yet many resident
+// blocks per SM when every row flushes (the fold is a dependent chain per
+// state row: it needs warps in flight): HV·rows / (32 per SM). The GDN
+// tensor-core fold (`share_keys`) makes a key head's keys once per block
+// for its value heads, so its blocks hold whole key heads (a multiple of G)
+// or an aligned part of one (a divisor of G).
+inline int dual_fold_heads_per_block(int64_t HV, int64_t G, int64_t rows, int sm_count, bool share_keys) {
+  const int64_t want = 32 * int64_t(std::max(sm_count, 1));
+  int64_t h = std::clamp<int64_t>(HV * rows / want, 1, HV);
+  if (share_keys && G > 1) {
+    if (h >= G) {
+      h = h / G * G;
+    } else {
+      while (G % h != 0) --h;
+    }
+  }
+  return int(h);
+}
+
 struct ReplayTile {
   int nh;  // value heads per block (a divisor of G); > 1 only with vt = V
   int vt;  // rows of V per head per block

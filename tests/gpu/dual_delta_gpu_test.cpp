@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "delta/backend.h"
+#include "delta/heuristics.h"
 #include "gpu_util.h"
 #include "replayssm/delta.h"
 #include "replayssm/dual.h"
@@ -485,6 +486,50 @@ TEST(DualDeltaGpu, LongRingsFoldInChunks) {
       EXPECT_GT(r.flushes, 0);
     }
   }
+}
+
+// The GDN tensor-core fold makes a key head's keys, their split operands and
+// their Gram once per block and keeps them for the block's next value heads
+// of that key head (dual_fold_mma.cuh), so the heads per block decide what
+// is reused: forced by REPLAYSSM_FOLD_HPB to 1 (nothing), 2 and 4 (aligned
+// parts / a whole key head of G = 4), 3 (blocks across key heads: the keys
+// made again at each key head's first value head) and 8 (two key heads),
+// GDN HV64 at batch 3 (a pad row), L = 4 (all formats, checkpoints
+// bit-identical across them) and L = 18 (two chunks per fold), against the
+// cpu backend.
+struct FoldHpb {
+  explicit FoldHpb(int h) { setenv("REPLAYSSM_FOLD_HPB", std::to_string(h).c_str(), 1); }
+  ~FoldHpb() { unsetenv("REPLAYSSM_FOLD_HPB"); }
+};
+TEST(DualDeltaGpu, FoldKeysSharedAcrossValueHeads) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const Cfg c{DeltaFamily::gdn, 16, 64, 128, 128};
+  uint32_t seed = 1200;
+  for (int hpb : {1, 2, 3, 4, 8}) {
+    FoldHpb forced(hpb);
+    SCOPED_TRACE(name(c) + " heads per fold block " + std::to_string(hpb));
+    formats_agree(c, 4, 9, seed++, 3, 2 * 2);
+    if (::testing::Test::HasFailure()) return;
+    const RunResult r = run(c, ReadFormat::fp8_e4m3, 18, 1, 20, seed++);
+    if (::testing::Test::HasFailure()) return;
+    EXPECT_EQ(r.flushes, 2);
+  }
+}
+
+// The fold's heads per block (no GPU needed): HV·rows / (32 per SM), and
+// for the GDN tensor-core fold whole key heads (a multiple of G) or an
+// aligned part of one (a divisor of G). 132 SMs: GDN HV64 (G = 4) 2 at
+// B = 256 (3.9 → 2), 4 at B = 512 (7.8 → 4), 1 below B = 66, 12 at
+// B = 1024; GDN HV32 (G = 2) 1 at B = 256 (1.9); KDA (no sharing) 3 at
+// B = 512.
+TEST(DualDeltaGpu, FoldHeadsPerBlockRule) {
+  using delta::cuda_impl::dual_fold_heads_per_block;
+  for (const auto& [B, want] : {std::pair<int64_t, int>{40, 1}, {66, 1}, {132, 2}, {256, 2}, {512, 4}, {1024, 12}})
+    EXPECT_EQ(dual_fold_heads_per_block(64, 4, B, 132, true), want) << B;
+  EXPECT_EQ(dual_fold_heads_per_block(64, 4, 256, 132, false), 3);
+  EXPECT_EQ(dual_fold_heads_per_block(32, 2, 256, 132, true), 1);
+  EXPECT_EQ(dual_fold_heads_per_block(32, 2, 512, 132, true), 2);
+  EXPECT_EQ(dual_fold_heads_per_block(32, 1, 512, 132, true), 3);
 }
 
 // (e) speculative windows with random acceptances.
