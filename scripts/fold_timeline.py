@@ -5,7 +5,9 @@ Reads the dump that FOLD_TIMING=file makes the CLI write at exit (the latest
 fold launch: size_t n, then 16 u64 %globaltimer stamps per block: 0 start,
 1 plan known, 2 + i head i done (i < 8), 10–13 the first head's records
 loaded, weights made, warp 0's tile folded and packed, 14 end, 15 SM |
-folds << 32) and prints
+folds << 32; with at most 4 heads per block 6 is warp 0's products and
+solve of the first head and 7–9 the second head's records, weights and
+warp 0's products and solve) and prints
 when blocks started and ended (µs from the launch's first stamp), the
 folding blocks' time per head, and when the last block started (the
 programmatic dependent may launch only after it). With --r1p FILE (an
@@ -49,9 +51,19 @@ def main():
                              "first head: warp 0 tile (12-11)": (11, 12), "first head: warp 0 pack (13-12)": (12, 13),
                              "first head: block barrier (2-13)": (13, 2)}.items():
             print(f"{name:40s} {med([(s[y] - s[x]) / 1e3 for s in fold if s[x] and s[y]]):8.2f}")
+        # at most 4 heads per block: slot 6 is warp 0's products and solve of
+        # the first head, 7-9 the second head's records, weights, products and solve
+        phased = lambda s: s[6] and s[6] < s[2]
+        few = [s for s in fold if phased(s)]
+        if few:
+            for name, (x, y) in {"first head: warp 0 P + solve (6-11)": (11, 6),
+                                 "second head: records (7-2)": (2, 7), "second head: W, F, M (8-7)": (7, 8),
+                                 "second head: warp 0 P + solve (9-8)": (8, 9),
+                                 "second head: rest to its end (3-9)": (9, 3)}.items():
+                print(f"{name:40s} {med([(s[y] - s[x]) / 1e3 for s in few if s[x] and s[y]]):8.2f}")
         for s in fold:
             prev = s[1]
-            for i in range(2, 10):
+            for i in range(2, 6 if phased(s) else 10):
                 if not s[i]:
                     break
                 heads.append((s[i] - prev) / 1e3)

@@ -44,12 +44,21 @@ __device__ __forceinline__ bool dual_fold_packs(int op) {
 // per block, the launcher's FOLD_TIMING dump; scripts/fold_timeline.py):
 // 0 start, 1 plan known, 2 + i head i of the block done (i < 8); the
 // first head's records loaded (10), its weights and M made (11), warp 0's
-// tile folded (12) and packed (13); 14 end, 15 SM | (folds ? 1 : 0) << 32.
-// Thread 0 only.
+// tile folded (12) and packed (13); 14 end, 15 SM | (folds ? 1 : 0) << 32;
+// with at most 4 heads per block also warp 0's products and solve of the
+// first head done (6) and the second head's records (7), weights (8) and
+// warp 0's products and solve (9) (dual_fold_phase). Thread 0 only.
 __device__ __forceinline__ void dual_fold_stamp(const DualArgs& a, int i, unsigned long long v = 0) {
   if (!a.timing || threadIdx.x != 0) return;
   if (i != 15) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v)::"memory");
   a.timing[(int64_t(blockIdx.y) * gridDim.x + blockIdx.x) * 16 + i] = v;
+}
+// Phase p of the block's head h (0 records, 1 weights, 2 warp 0's products
+// and solve, 3 its tile folded, 4 packed): the slots above.
+__device__ __forceinline__ void dual_fold_phase(const DualArgs& a, int h, int p) {
+  constexpr int first[5] = {10, 11, 6, 12, 13}, second[5] = {7, 8, 9, -1, -1};
+  const int i = h == 0 ? first[p] : h == 1 ? second[p] : -1;
+  if (i >= 0 && (a.hpb <= 4 || (i >= 10 && i <= 13))) dual_fold_stamp(a, i);
 }
 __device__ __forceinline__ unsigned long long dual_fold_smid() {
   unsigned r;

@@ -151,8 +151,16 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
       };
       if (warp < ntiles) load_tile(warp);  // in flight during the preparation
       if (count > 0) {
-        // Records: every load of an item issued before its stores (k, ks,
-        // KDA g and, for K = V, v in one pass: one round trip).
+        // Records: every load of an item issued before its stores (β_j and
+        // GDN's g_j by thread j first, then k, ks, KDA g and, for K = V, v in
+        // one pass: one round trip).
+        float bq = 0.f, gq = 0.f;
+        if (tid < count) {
+          const int64_t pos = ring_pos_near(start, tid, rg.R);
+          bq = static_cast<const float*>(a.ring_beta.p)[s * a.ring_beta.s0 + pos * a.ring_beta.s1 +
+                                                        int64_t(hv) * a.ring_beta.s2];
+          if (!KDA) gq = rg.g[s * rg.g0 + pos * rg.g1 + int64_t(hv) * rg.g2];
+        }
         if (a.k_vec && a.v_vec && (!KDA || a.g_vec)) {
           // Aligned rings: groups of 4 elements (x: elements 4x .. 4x + 3 of
           // the [count][K] and [count][V] records), two per thread at a time.
@@ -220,14 +228,18 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
             }
           }
         }
-        for (int j = tid; j < count; j += nthr) {
+        if (tid < count) {
+          BT[tid] = bq;
+          if (!KDA) GJ[tid] = gq;
+        }
+        for (int j = tid + nthr; j < count; j += nthr) {
           const int64_t pos = ring_pos_near(start, j, rg.R);
           BT[j] = static_cast<const float*>(a.ring_beta.p)[s * a.ring_beta.s0 + pos * a.ring_beta.s1 +
                                                            int64_t(hv) * a.ring_beta.s2];
           if (!KDA) GJ[j] = rg.g[s * rg.g0 + pos * rg.g1 + int64_t(hv) * rg.g2];
         }
         __syncthreads();
-        if (hv == hv_lo) dual_fold_stamp(a, 10);
+        dual_fold_phase(a, hv - hv_lo, 0);
         // W and E (prefix sums, threads x < K) and F (suffix sums, x ≥ K), split,
         // in their fragment layouts, records past the chunk's end zero; a
         // thread per (channel, direction). GDN: W = F = k̂ (a new key head
@@ -375,7 +387,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
           }
         }
         __syncthreads();
-        if (hv == hv_lo) dual_fold_stamp(a, 11);
+        dual_fold_phase(a, hv - hv_lo, 1);
       }
       for (int tl = warp; tl < ntiles; tl += nwarps) {
         if (tl != warp) load_tile(tl);
@@ -445,6 +457,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
             if ((jj & 7) == t4) da[ks][0] = d[0], da[ks][1] = d[1];
             if ((jj & 7) == t4 + 4) da[ks][2] = d[0], da[ks][3] = d[1];
           }
+          if (tl == warp && c == 0) dual_fold_phase(a, hv - hv_lo, 2);
           // S ← E ⊙ S + D·F
           const float* ec = E + c * K + 4 * t4;
 #pragma unroll
@@ -509,7 +522,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
         }
       }
     }
-    if (hv == hv_lo) dual_fold_stamp(a, 12);
+    dual_fold_phase(a, hv - hv_lo, 3);
     uint8_t* const ctile = a.copy.p + s * a.copy.s0 + int64_t(hv) * a.copy.s1;
     if (reg_pack) {
       const bool has = warp < ntiles;
@@ -527,7 +540,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
 #pragma unroll
         for (int h = 0; h < 2; ++h) quant::dev::pack_row_quad_any(f[h], 16 * warp + g + 8 * h, t4, ctile, a.geom, t);
     }
-    if (hv == hv_lo) dual_fold_stamp(a, 13);
+    dual_fold_phase(a, hv - hv_lo, 4);
     __syncthreads();  // the head's checkpoint rows are visible to the block; records free
     if (pack && !reg_pack) quant::dev::pack_tile_block_any<SD>(tile, a.st.s2, ctile, a.geom);
     if (hv - hv_lo < 8) dual_fold_stamp(a, 2 + hv - hv_lo);
