@@ -446,10 +446,12 @@ Replay1Plan replay1_plan(const StateView& st, const QuantGeom& qg, int qf, DType
     return replay1_layout(kda, int(d.K), L, t.nh, rbm, dt, nch, (rbm + rpp - 1) / rpp, bulk_floats).total * 4;
   };
   Replay1Plan p;
-  p.tile = replay_tile(d.family, d.B, d.H, G, d.V, lpr, sms, smem_of, REPLAY1_SMEM_CAP);
+  // blocks per SM the tile aims for (REPLAYSSM_R1_TILE_BPS: heuristics.h)
+  const int bps = std::max(1, env_int("REPLAYSSM_R1_TILE_BPS", REPLAY_MIN_BLOCKS_PER_SM));
+  p.tile = replay_tile(d.family, d.B, d.H, G, d.V, lpr, sms, smem_of, REPLAY1_SMEM_CAP, bps);
   p.ld = L;
-  const ReplayTile ideal =
-      replay_tile(d.family, d.B, d.H, G, d.V, lpr, sms, [](const ReplayTile&) { return int64_t(0); }, REPLAY1_SMEM_CAP);
+  const ReplayTile ideal = replay_tile(d.family, d.B, d.H, G, d.V, lpr, sms, [](const ReplayTile&) { return int64_t(0); },
+                                       REPLAY1_SMEM_CAP, bps);
   const int64_t budget = replay1_smem_budget(kda || qf != QF_NONE);
   if ((bulk_fits(ideal) || qbulk_fits(ideal)) &&
       (ideal.nh != p.tile.nh || ideal.vt != p.tile.vt || launch_smem(p.tile, L) > budget)) {

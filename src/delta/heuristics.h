@@ -110,6 +110,18 @@ inline constexpr int64_t REPLAY_SMEM_CAP = 120 * 1024;
 // rows: 32 KiB of d records) just fits.
 inline constexpr int REPLAY1_THREADS = 256;
 inline constexpr int REPLAY1_MIN_BLOCKS = 2;
+// Its tile (replay_tile) splits until the grid has REPLAY_MIN_BLOCKS_PER_SM
+// blocks per SM; REPLAYSSM_R1_TILE_BPS=n sets n instead (plain states and
+// dual copies alike). Measured with one block per SM (the same tiles as
+// n = 1, bench/results/2026-12-03_h200_t1_small_batch_tiles.jsonl, L = 16,
+// µs, four per SM → one): GDN HV64 fp32 B = 4 / 8 / 16 29.9 → 14.2 / 32.6 →
+// 20.5 / 44.7 → 35.7 (B = 32 60.4 → 62.3), bf16 32.9 → 12.2 / 34.6 → 18.8 /
+// 38.3 → 29.2 (B = 32 56.4 → 48.1), KDA fp32 16.9 → 12.4 / 25.7 → 16.0 /
+// 33.3 → 27.6, bf16 17.0 → 10.8 / 26.0 → 14.4 / 27.6 → 24.1; batch 1 and
+// B ≥ 64 unchanged. (A block's record chain costs the same for 32 rows as
+// for 512, so at small batches fewer, larger blocks win.) Not the default
+// yet: DeltaGpu.SmallBatchTiles, which checks those tiles against the cpu
+// backend, has not run on the GPU.
 inline constexpr int64_t REPLAY1_SMEM_CAP = 112 * 1024;
 // KDA blocks (one head, 128 rows: 64 KiB of fp32) are short-lived, so their
 // preparation weighs more: half-size stages (32 KiB, 2 fp32 rows per thread)
@@ -239,10 +251,11 @@ struct ReplayTile {
 // products carry per-head gates, so its blocks never span heads.
 template <class SmemFn>
 ReplayTile replay_tile(DeltaFamily f, int64_t B, int64_t H, int64_t G, int64_t V, int lpr,
-                       int sm_count, SmemFn smem_bytes, int64_t smem_cap = REPLAY_SMEM_CAP) {
+                       int sm_count, SmemFn smem_bytes, int64_t smem_cap = REPLAY_SMEM_CAP,
+                       int blocks_per_sm = REPLAY_MIN_BLOCKS_PER_SM) {
   const int rpp = REPLAY_THREADS / lpr;
   ReplayTile t{f == DeltaFamily::gdn ? int(G) : 1, int(V)};
-  const int64_t target = int64_t(REPLAY_MIN_BLOCKS_PER_SM) * std::max(sm_count, 1);
+  const int64_t target = int64_t(blocks_per_sm) * std::max(sm_count, 1);
   auto blocks = [&](const ReplayTile& x) { return B * H * (G / x.nh) * ((V + x.vt - 1) / x.vt); };
   for (;;) {
     const bool few = blocks(t) < target, big = smem_bytes(t) > smem_cap;

@@ -386,6 +386,53 @@ delta::Dims t1_dims(DeltaFamily f, int64_t H, int64_t HV, int64_t B, int64_t L) 
 // whole GDN key head (KDA head) per block keeps its two (three) resident
 // blocks per SM by holding fewer d records in shared memory, as the
 // LongRingProductionTiles test below runs it; L = 16 keeps all of them.
+// The T = 1 tile's block target (no GPU needed): four blocks per SM by
+// default; REPLAYSSM_R1_TILE_BPS=1 (heuristics.h, measured faster at batches
+// 4–32) takes at 132 SMs a GDN HV64 value head per block at B = 4, half a key
+// head at 8, a whole one from 16, KDA 64-row tiles at 4 and whole heads from
+// 8 (the default: 32-row tiles at B = 4).
+struct TileBps {
+  explicit TileBps(const char* v) { setenv("REPLAYSSM_R1_TILE_BPS", v, 1); }
+  ~TileBps() { unsetenv("REPLAYSSM_R1_TILE_BPS"); }
+};
+TEST(DeltaGpu, SmallBatchLaunchChoice) {
+  const int sms = 132;
+  for (DType st : {DType::f32, DType::bf16}) {
+    auto gdn = [&](int64_t B) { return delta::cuda::replay1_choice(t1_dims(DeltaFamily::gdn, 16, 64, B, 16), st, sms); };
+    auto kda = [&](int64_t B) { return delta::cuda::replay1_choice(t1_dims(DeltaFamily::kda, 32, 32, B, 16), st, sms); };
+    EXPECT_EQ(gdn(4).nh, 1);
+    EXPECT_EQ(gdn(4).vt, 32);
+    EXPECT_EQ(kda(4).vt, 32);
+    TileBps one("1");
+    EXPECT_EQ(gdn(4).nh, 1);
+    EXPECT_EQ(gdn(4).vt, 128);
+    EXPECT_EQ(gdn(8).nh, 2);
+    EXPECT_EQ(gdn(16).nh, 4);
+    EXPECT_EQ(kda(4).vt, 64);
+    EXPECT_EQ(kda(8).vt, 128);
+  }
+}
+
+// The tiles of SmallBatchLaunchChoice's REPLAYSSM_R1_TILE_BPS=1 on the GPU:
+// GDN HV64 fp32 at 4, 8 and 16 rows (a value head, half and a whole key
+// head per block), KDA bf16 at 4 rows (64-row tiles), L = 4 (a flush at step
+// 4), against the cpu backend.
+TEST(DeltaGpu, SmallBatchTiles) {
+  RSSM_SKIP_WITHOUT_GPU();
+  TileBps one("1");
+  const Exec cpu{Backend::cpu, nullptr, 0, nullptr};
+  uint32_t seed = 1300;
+  for (int64_t B : {4, 8, 16}) {
+    const Cfg c{DeltaFamily::gdn, {16, 64, 128, 128}};
+    SCOPED_TRACE(name(c) + " " + std::to_string(B) + " rows");
+    replay_run(c, B, B + 1, 4, 1, 6, seed++, false, nullptr, cpu);
+    if (::testing::Test::HasFailure()) return;
+  }
+  const Cfg k{DeltaFamily::kda, {32, 32, 128, 128}, DType::bf16};
+  SCOPED_TRACE(name(k) + " 4 rows");
+  replay_run(k, 4, 5, 4, 1, 6, seed++, false, nullptr, cpu);
+}
+
 TEST(DeltaGpu, LongRingLaunchChoice) {
   const int sms = 132;
   for (DType st : {DType::f32, DType::bf16}) {
