@@ -115,7 +115,7 @@ inline constexpr int REPLAY1_MIN_BLOCKS = 2;
 // dual copies alike). Measured with one block per SM (the same tiles as
 // n = 1, bench/results/2026-12-03_h200_t1_small_batch_tiles.jsonl, L = 16,
 // µs, four per SM → one): GDN HV64 fp32 B = 4 / 8 / 16 29.9 → 14.2 / 32.6 →
-// 20.5 / 44.7 → 35.7 (B = 32 60.4 → 62.3), bf16 32.9 → 12.2 / 34.6 → 18.8 /
+// 20.5 / 44.7 → 35.8 (B = 32 60.5 → 62.4), bf16 32.9 → 12.2 / 34.6 → 18.8 /
 // 38.3 → 29.2 (B = 32 56.4 → 48.1), KDA fp32 16.9 → 12.4 / 25.7 → 16.0 /
 // 33.3 → 27.6, bf16 17.0 → 10.8 / 26.0 → 14.4 / 27.6 → 24.1; batch 1 and
 // B ≥ 64 unchanged. (A block's record chain costs the same for 32 rows as
