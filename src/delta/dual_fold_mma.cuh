@@ -244,6 +244,21 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
         // in their fragment layouts, records past the chunk's end zero; a
         // thread per (channel, direction). GDN: W = F = k̂ (a new key head
         // only), E and the record scales EW, EF per value head.
+        auto put_w = [&](int c, int jj, int k, float w) {  // W(record c0 + jj, channel k), split
+          uint32_t hi, lo;
+          tf32_split<true>(w, hi, lo);
+          uint32_t* u = WB + ((int64_t(c) * FOLD_CH + jj) * FOLD_WBP + k / 2) * 4;
+          u[k & 1] = hi;
+          u[2 + (k & 1)] = lo;
+        };
+        auto put_f = [&](int c, int jj, int k, float fv) {  // F(record c0 + jj, channel k), split
+          uint32_t hi, lo;
+          tf32_split<true>(fv, hi, lo);
+          const int r = jj & 7;
+          uint32_t* u = FB + ((int64_t(c) * K + k) * FOLD_FBS + (jj >> 3) * 4 + (r & 3)) * 4;
+          u[r >> 2] = hi;
+          u[2 + (r >> 2)] = lo;
+        };
         if constexpr (!KDA) {
           for (int x = tid; x < 2 * K; x += nthr) {
             const int k = x < K ? x : x - K;
@@ -256,18 +271,9 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
               }
               if (!newk) continue;
               for (int jj = 0; jj < FOLD_CH; ++jj) {
-                uint32_t hi, lo;
-                tf32_split<true>(jj < n ? KH[(c0 + jj) * K + k] : 0.f, hi, lo);
-                if (x < K) {
-                  uint32_t* u = WB + ((int64_t(c) * FOLD_CH + jj) * FOLD_WBP + k / 2) * 4;
-                  u[k & 1] = hi;
-                  u[2 + (k & 1)] = lo;
-                } else {
-                  const int r = jj & 7;
-                  uint32_t* u = FB + ((int64_t(c) * K + k) * FOLD_FBS + (jj >> 3) * 4 + (r & 3)) * 4;
-                  u[r >> 2] = hi;
-                  u[2 + (r >> 2)] = lo;
-                }
+                const float kk = jj < n ? KH[(c0 + jj) * K + k] : 0.f;
+                if (x < K) put_w(c, jj, k, kk);
+                else put_f(c, jj, k, kk);
               }
             }
           }
@@ -294,11 +300,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
                     lam += GJ[(c0 + jj) * K + k];
                     w = expf(lam) * KH[(c0 + jj) * K + k];
                   }
-                  uint32_t hi, lo;
-                  tf32_split<true>(w, hi, lo);
-                  uint32_t* u = WB + ((int64_t(c) * FOLD_CH + jj) * FOLD_WBP + k / 2) * 4;
-                  u[k & 1] = hi;
-                  u[2 + (k & 1)] = lo;
+                  put_w(c, jj, k, w);
                 }
                 E[c * K + k] = expf(lam);
               } else {
@@ -309,12 +311,7 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
                     fv = expf(suf) * KH[(c0 + jj) * K + k];
                     suf += GJ[(c0 + jj) * K + k];
                   }
-                  uint32_t hi, lo;
-                  tf32_split<true>(fv, hi, lo);
-                  const int r = jj & 7;
-                  uint32_t* u = FB + ((int64_t(c) * K + k) * FOLD_FBS + (jj >> 3) * 4 + (r & 3)) * 4;
-                  u[r >> 2] = hi;
-                  u[2 + (r >> 2)] = lo;
+                  put_f(c, jj, k, fv);
                 }
               }
             }
