@@ -259,11 +259,11 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
           u[r >> 2] = hi;
           u[2 + (r >> 2)] = lo;
         };
-        if constexpr (!KDA) {
-          for (int x = tid; x < 2 * K; x += nthr) {
-            const int k = x < K ? x : x - K;
-            for (int c = 0; c < nch; ++c) {
-              const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
+        for (int x = tid; x < 2 * K; x += nthr) {
+          const int k = x < K ? x : x - K;
+          for (int c = 0; c < nch; ++c) {
+            const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
+            if constexpr (!KDA) {
               if (x < K) {
                 float lam = 0.f;
                 for (int jj = 0; jj < n; ++jj) lam += GJ[c0 + jj];
@@ -275,8 +275,31 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
                 if (x < K) put_w(c, jj, k, kk);
                 else put_f(c, jj, k, kk);
               }
+            } else if (x < K) {
+              float lam = 0.f;
+              for (int jj = 0; jj < FOLD_CH; ++jj) {
+                float w = 0.f;
+                if (jj < n) {
+                  lam += GJ[(c0 + jj) * K + k];
+                  w = expf(lam) * KH[(c0 + jj) * K + k];
+                }
+                put_w(c, jj, k, w);
+              }
+              E[c * K + k] = expf(lam);
+            } else {
+              float suf = 0.f;
+              for (int jj = FOLD_CH - 1; jj >= 0; --jj) {
+                float fv = 0.f;
+                if (jj < n) {
+                  fv = expf(suf) * KH[(c0 + jj) * K + k];
+                  suf += GJ[(c0 + jj) * K + k];
+                }
+                put_f(c, jj, k, fv);
+              }
             }
           }
+        }
+        if constexpr (!KDA)
           for (int t = tid; t < nch * FOLD_CH; t += nthr) {
             const int c0 = t / FOLD_CH * FOLD_CH, n = min(FOLD_CH, count - c0), jj = t - c0;
             float lam = 0.f, suf = 0.f;
@@ -287,36 +310,6 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
             EW[t] = jj < n ? expf(lam) : 0.f;
             EF[t] = jj < n ? expf(suf) : 0.f;
           }
-        } else {
-          for (int x = tid; x < 2 * K; x += nthr) {
-            const int k = x < K ? x : x - K;
-            for (int c = 0; c < nch; ++c) {
-              const int c0 = c * FOLD_CH, n = min(FOLD_CH, count - c0);
-              if (x < K) {
-                float lam = 0.f;
-                for (int jj = 0; jj < FOLD_CH; ++jj) {
-                  float w = 0.f;
-                  if (jj < n) {
-                    lam += GJ[(c0 + jj) * K + k];
-                    w = expf(lam) * KH[(c0 + jj) * K + k];
-                  }
-                  put_w(c, jj, k, w);
-                }
-                E[c * K + k] = expf(lam);
-              } else {
-                float suf = 0.f;
-                for (int jj = FOLD_CH - 1; jj >= 0; --jj) {
-                  float fv = 0.f;
-                  if (jj < n) {
-                    fv = expf(suf) * KH[(c0 + jj) * K + k];
-                    suf += GJ[(c0 + jj) * K + k];
-                  }
-                  put_f(c, jj, k, fv);
-                }
-              }
-            }
-          }
-        }
         if constexpr (KDA) {
           // M: a warp per (chunk, i), lanes over the channels, j running up;
           // warp w takes i = w and i = n − 1 − w (n − 1 pairs per warp at n = 16).
