@@ -110,7 +110,8 @@ inline constexpr int64_t REPLAY_SMEM_CAP = 120 * 1024;
 // rows: 32 KiB of d records) just fits.
 inline constexpr int REPLAY1_THREADS = 256;
 inline constexpr int REPLAY1_MIN_BLOCKS = 2;
-// Its tile (replay_tile) splits until the grid has REPLAY_MIN_BLOCKS_PER_SM
+inline constexpr int64_t REPLAY1_SMEM_CAP = 112 * 1024;
+// The T = 1 tile (replay_tile) splits until the grid has REPLAY_MIN_BLOCKS_PER_SM
 // blocks per SM; REPLAYSSM_R1_TILE_BPS=n sets n instead (plain states and
 // dual copies alike). Measured with one block per SM (the same tiles as
 // n = 1, bench/results/2026-12-03_h200_t1_small_batch_tiles.jsonl, L = 16,
@@ -122,7 +123,7 @@ inline constexpr int REPLAY1_MIN_BLOCKS = 2;
 // for 512, so at small batches fewer, larger blocks win.) Not the default
 // yet: DeltaGpu.SmallBatchTiles, which checks those tiles against the cpu
 // backend, has not run on the GPU.
-inline constexpr int64_t REPLAY1_SMEM_CAP = 112 * 1024;
+
 // KDA blocks (one head, 128 rows: 64 KiB of fp32) are short-lived, so their
 // preparation weighs more: half-size stages (32 KiB, 2 fp32 rows per thread)
 // and three resident blocks per SM instead.

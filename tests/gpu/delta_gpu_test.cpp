@@ -382,18 +382,13 @@ delta::Dims t1_dims(DeltaFamily f, int64_t H, int64_t HV, int64_t B, int64_t L) 
   return d;
 }
 
-// The T = 1 launcher's choice for long rings (no GPU needed): at L = 32 a
-// whole GDN key head (KDA head) per block keeps its two (three) resident
-// blocks per SM by holding fewer d records in shared memory, as the
-// LongRingProductionTiles test below runs it; L = 16 keeps all of them.
 // The T = 1 tile's block target (no GPU needed): four blocks per SM by
 // default; REPLAYSSM_R1_TILE_BPS=1 (heuristics.h, measured faster at batches
 // 4–32) takes at 132 SMs a GDN HV64 value head per block at B = 4, half a key
 // head at 8, a whole one from 16, KDA 64-row tiles at 4 and whole heads from
 // 8 (the default: 32-row tiles at B = 4).
-struct TileBps {
-  explicit TileBps(const char* v) { setenv("REPLAYSSM_R1_TILE_BPS", v, 1); }
-  ~TileBps() { unsetenv("REPLAYSSM_R1_TILE_BPS"); }
+struct TileBps : ScopedEnv {
+  explicit TileBps(const char* v) : ScopedEnv("REPLAYSSM_R1_TILE_BPS", v) {}
 };
 TEST(DeltaGpu, SmallBatchLaunchChoice) {
   const int sms = 132;
@@ -433,6 +428,10 @@ TEST(DeltaGpu, SmallBatchTiles) {
   replay_run(k, 4, 5, 4, 1, 6, seed++, false, nullptr, cpu);
 }
 
+// The T = 1 launcher's choice for long rings (no GPU needed): at L = 32 a
+// whole GDN key head (KDA head) per block keeps its two (three) resident
+// blocks per SM by holding fewer d records in shared memory, as the
+// LongRingProductionTiles test below runs it; L = 16 keeps all of them.
 TEST(DeltaGpu, LongRingLaunchChoice) {
   const int sms = 132;
   for (DType st : {DType::f32, DType::bf16}) {
@@ -661,9 +660,8 @@ TEST(DeltaGpu, LongRun) {
 // when a capture has no scratch for it, as by default; =0 never), so these
 // tests run it on small grids too: blocks with one item, with several (the
 // grid is min(items, SMs)), pad rows, flushes and random ring starts.
-struct R1PMode {
-  explicit R1PMode(const char* v) { setenv("REPLAYSSM_R1P", v, 1); }
-  ~R1PMode() { unsetenv("REPLAYSSM_R1P"); }
+struct R1PMode : ScopedEnv {
+  explicit R1PMode(const char* v) : ScopedEnv("REPLAYSSM_R1P", v) {}
 };
 
 // Against the fp64 reference every step: K = 128 heads (GDN G = 2, KDA),

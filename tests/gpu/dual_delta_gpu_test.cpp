@@ -408,9 +408,8 @@ TEST(DualDeltaGpu, CopyReadsMatchCpuBeforeAFlush) {
 // L = 4 (flushes at steps 4 and 8; row 1 a pad row), checkpoints
 // bit-identical across the copy's formats; then fp32 activations before a
 // flush, to the fp32 rounding of the products (as CopyReadsMatchCpuBeforeAFlush).
-struct R1PMode {
-  explicit R1PMode(const char* v) { setenv("REPLAYSSM_R1P", v, 1); }
-  ~R1PMode() { unsetenv("REPLAYSSM_R1P"); }
+struct R1PMode : ScopedEnv {
+  explicit R1PMode(const char* v) : ScopedEnv("REPLAYSSM_R1P", v) {}
 };
 bool persistent_taken(const Cfg& c, ReadFormat f, int64_t B, int64_t L) {
   delta::Dims d;
@@ -497,9 +496,8 @@ TEST(DualDeltaGpu, LongRingsFoldInChunks) {
 // GDN HV64 at batch 3 (a pad row), L = 4 (all formats, checkpoints
 // bit-identical across them) and L = 18 (two chunks per fold), against the
 // cpu backend.
-struct FoldHpb {
-  explicit FoldHpb(int h) { setenv("REPLAYSSM_FOLD_HPB", std::to_string(h).c_str(), 1); }
-  ~FoldHpb() { unsetenv("REPLAYSSM_FOLD_HPB"); }
+struct FoldHpb : ScopedEnv {
+  explicit FoldHpb(int h) : ScopedEnv("REPLAYSSM_FOLD_HPB", std::to_string(h)) {}
 };
 TEST(DualDeltaGpu, FoldKeysSharedAcrossValueHeads) {
   RSSM_SKIP_WITHOUT_GPU();

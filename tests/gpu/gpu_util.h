@@ -3,7 +3,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -19,6 +21,18 @@ namespace replayssm::test {
   } while (0)
 
 #define RSSM_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(expr)
+
+// An environment variable (the launchers' overrides) set for the object's
+// lifetime, then unset.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
 
 // One operation captured into a CUDA graph on a stream of its own
 // (blocking: ordered with the tests' synchronous uploads) and replayed by
