@@ -1,6 +1,7 @@
 // Shared CUDA runtime helpers: device presence, device-side status words,
 // error translation, and the check that the current GPU is covered by the
 // build's architectures.
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -92,6 +93,11 @@ std::mutex probe_mutex;
 std::vector<int8_t> probe_result;
 
 }  // namespace
+
+int env_int(const char* name, int dflt) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : dflt;
+}
 
 void require_supported_device(const char* fn) {
   int dev = 0;

@@ -12,4 +12,8 @@ namespace replayssm::cuda_util {
 // launcher, before any argument is written.
 void require_supported_device(const char* fn);
 
+// An integer from the environment variable `name` (launch-choice overrides
+// for tests and measurements), else dflt.
+int env_int(const char* name, int dflt);
+
 }  // namespace replayssm::cuda_util

@@ -199,12 +199,7 @@ Launch launch_of(unsigned x, unsigned y, unsigned z, int threads, size_t smem, c
   return Launch{{x, y, z}, threads, smem, reinterpret_cast<CUstream_st*>(e.stream)};
 }
 
-// An integer from the environment (launch-choice overrides for tests and
-// measurements), else dflt.
-int env_int(const char* name, int dflt) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : dflt;
-}
+using cuda_util::env_int;
 
 // The one dispatch switch: (state dtype, family) → typed launch.
 template <template <DType, bool> class Op, class Args>
@@ -446,8 +441,9 @@ Replay1Plan replay1_plan(const StateView& st, const QuantGeom& qg, int qf, DType
     return replay1_layout(kda, int(d.K), L, t.nh, rbm, dt, nch, (rbm + rpp - 1) / rpp, bulk_floats).total * 4;
   };
   Replay1Plan p;
-  // blocks per SM the tile aims for (REPLAYSSM_R1_TILE_BPS: heuristics.h)
-  const int bps = std::max(1, env_int("REPLAYSSM_R1_TILE_BPS", REPLAY_MIN_BLOCKS_PER_SM));
+  // blocks per SM the tile aims for (heuristics.h): by the bytes the step streams
+  const int64_t stream_bytes = d.B * d.HV * d.K * d.V * (qf == QF_NONE ? 2 * ss : qf == QF_FP8 ? 2 : 1) / 2;
+  const int bps = std::max(1, env_int("REPLAYSSM_R1_TILE_BPS", replay1_tile_bps(stream_bytes, sms)));
   p.tile = replay_tile(d.family, d.B, d.H, G, d.V, lpr, sms, smem_of, REPLAY1_SMEM_CAP, bps);
   p.ld = L;
   const ReplayTile ideal = replay_tile(d.family, d.B, d.H, G, d.V, lpr, sms, [](const ReplayTile&) { return int64_t(0); },

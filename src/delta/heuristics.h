@@ -111,18 +111,25 @@ inline constexpr int64_t REPLAY_SMEM_CAP = 120 * 1024;
 inline constexpr int REPLAY1_THREADS = 256;
 inline constexpr int REPLAY1_MIN_BLOCKS = 2;
 inline constexpr int64_t REPLAY1_SMEM_CAP = 112 * 1024;
-// The T = 1 tile (replay_tile) splits until the grid has REPLAY_MIN_BLOCKS_PER_SM
-// blocks per SM; REPLAYSSM_R1_TILE_BPS=n sets n instead (plain states and
-// dual copies alike). Measured with one block per SM (the same tiles as
-// n = 1, bench/results/2026-12-03_h200_t1_small_batch_tiles.jsonl, L = 16,
-// µs, four per SM → one): GDN HV64 fp32 B = 4 / 8 / 16 29.9 → 14.2 / 32.6 →
-// 20.5 / 44.7 → 35.8 (B = 32 60.5 → 62.4), bf16 32.9 → 12.2 / 34.6 → 18.8 /
-// 38.3 → 29.2 (B = 32 56.4 → 48.1), KDA fp32 16.9 → 12.4 / 25.7 → 16.0 /
-// 33.3 → 27.6, bf16 17.0 → 10.8 / 26.0 → 14.4 / 27.6 → 24.1; batch 1 and
-// B ≥ 64 unchanged. (A block's record chain costs the same for 32 rows as
-// for 512, so at small batches fewer, larger blocks win.) Not the default
-// yet: DeltaGpu.SmallBatchTiles, which checks those tiles against the cpu
-// backend, has not run on the GPU.
+// The T = 1 tile (replay_tile) splits until the grid has replay1_tile_bps
+// blocks per SM: REPLAY_MIN_BLOCKS_PER_SM, or one while the step streams
+// less than REPLAY1_FEW_BYTES_PER_SM per SM (state or read copy). A block's
+// chain (slot, cursor, d / key records, decays) costs the same for 32 rows
+// as for 512, so at small batches fewer, larger blocks win. Measured
+// (bench/results/2026-12-03_h200_small_batch_rules.jsonl, L = 16, µs, four
+// per SM → one; baselines in brackets): GDN HV64 fp32 B = 2 / 4 / 8 / 16
+// 16.8 → 10.6 [10.7] / 30.0 → 14.2 [16.1] / 32.7 → 20.8 [26.8] / 44.9 →
+// 36.4 [44.9], B = 24 (96 MiB) 48.1 → 51.2, so it keeps four; bf16 B = 4 /
+// 8 / 16 / 32 33.1 → 12.2 / 34.7 → 18.8 / 38.4 → 29.5 / 56.7 → 48.4; KDA fp32
+// B = 4 / 8 / 16 17.0 → 12.4 / 25.8 → 16.3 / 33.4 → 27.7 (B = 3 11.1 →
+// 11.6); dual fp8 copies GDN B = 4 / 8 / 16 / 32 36.8 → 19.8 / 41.1 → 26.9 /
+// 49.1 → 39.1 / 70.0 → 63.2, KDA 23.5 → 17.4 / 34.4 → 21.3 / 38.5 → 31.1;
+// batch 1 and B ≥ 48 take the same tiles either way.
+// REPLAYSSM_R1_TILE_BPS=n sets n instead (tests, measurements).
+inline constexpr int64_t REPLAY1_FEW_BYTES_PER_SM = 512 * 1024;
+inline int replay1_tile_bps(int64_t stream_bytes, int sm_count) {
+  return stream_bytes < REPLAY1_FEW_BYTES_PER_SM * std::max(sm_count, 1) ? 1 : REPLAY_MIN_BLOCKS_PER_SM;
+}
 
 // KDA blocks (one head, 128 rows: 64 KiB of fp32) are short-lived, so their
 // preparation weighs more: half-size stages (32 KiB, 2 fp32 rows per thread)

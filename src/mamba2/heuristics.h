@@ -164,6 +164,36 @@ Tile choose_tile(int64_t rows, int64_t H, int64_t G, int64_t P, int min_rows, in
   return t;
 }
 
+// Heads per block of the bulk-copy replay kernel (launch.cu::
+// launch_replay1_kernel), from hb_max (the largest power of two dividing the
+// group's hpg heads whose state fits the block's byte budget). T = 1: halved
+// while the grid of B·G·hpg/hb blocks has fewer than four per SM, but below
+// REPLAY1_RING_BULK_HEADS heads (whose ring the kernel fetches by bulk
+// copies) only while it has fewer than one per SM. Measured at H128·P64·N128
+// (bench/results/2026-12-03_h200_small_batch_rules.jsonl, µs, the former
+// target of eight blocks per SM → this rule; baselines in brackets): fp32
+// B = 4 17.4 → 14.3 [20.9], 8 30.3 → 24.3 [29.7], 16 55.3 → 40.6 [46.8],
+// 32 73.3 → 67.1 [79.0]; bf16 B = 4 16.7 → 11.2 [12.1], 8 29.8 → 19.1
+// [22.1], 16 55.3 → 31.6 [31.8], 32 59.6 → 52.7 [51.6], 64 87.5 → 82.0
+// [89.1]; batch 1 and 2 take the same tiles. T > 1 keeps eight per SM.
+// blocks_per_sm > 0 (REPLAYSSM_M2_R1_BPS, measurements) halves while the grid
+// has fewer than that many per SM, as T > 1 does with eight.
+inline constexpr int REPLAY1_RING_BULK_HEADS = 4;
+inline int replay1_heads_per_block(int64_t B, int64_t G, int hpg, int hb_max, int T, int sms,
+                                   int blocks_per_sm = 0) {
+  const int64_t per_sm = std::max(sms, 1);
+  auto blocks = [&](int hb) { return B * G * (hpg / hb); };
+  int hb = hb_max;
+  if (T > 1 || blocks_per_sm > 0) {
+    const int64_t target = (blocks_per_sm > 0 ? blocks_per_sm : 8) * per_sm;
+    while (hb > 1 && blocks(hb) < target) hb /= 2;
+    return hb;
+  }
+  while (hb > REPLAY1_RING_BULK_HEADS && blocks(hb) < 4 * per_sm) hb /= 2;
+  while (hb > 1 && blocks(hb) < per_sm) hb /= 2;
+  return hb;
+}
+
 // Prefill holds each row's running state in registers for the whole prompt:
 // one row per row group (U = 1), so a block owns exactly one pass of rows.
 inline Tile prefill_tile(int64_t rows, int64_t H, int64_t G, int64_t P, const RowGeometry& g) {

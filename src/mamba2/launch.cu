@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "cuda/runtime.h"
 #include "mamba2/backend.h"
 #include "mamba2/cursor_kernel.cuh"
 #include "mamba2/heuristics.h"
@@ -285,9 +286,8 @@ bool replay1_ring_bulk(const Params& p, int hb, int as) {
 }
 
 // Heads per block: the largest power of two dividing the group's heads whose
-// state fits REPLAY1_BLOCK_BYTES, halved while the grid has fewer than eight
-// blocks per SM (small batches: at batch 64, H128, fp32, 4 heads per block
-// took 138 µs (3a20652's run) against 172 with 8 (d5d357d's)); stages: as many 32 KiB sweeps
+// state fits REPLAY1_BLOCK_BYTES, then heuristics.h replay1_heads_per_block
+// (small batches: fewer blocks); stages: as many 32 KiB sweeps
 // (2 to 4) as fit next to the staged records in REPLAY1_SMEM, two blocks per SM
 // (228 KiB of shared memory less 1 KiB reserved per block).
 constexpr int64_t REPLAY1_BLOCK_BYTES = 256 * 1024;
@@ -309,7 +309,8 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
   auto arrays = [&](int h) { return kern::replay1_smem(p.L, p.T, h, p.P, as, ss, 0, p.T > 1, qf, srb).bytes; };
   while (p.hpg % (2 * hb) == 0 && 2 * hb * p.P * row_bytes <= REPLAY1_BLOCK_BYTES && arrays(2 * hb) + 2 * sweep_bytes <= REPLAY1_SMEM)
     hb *= 2;
-  while (hb > 1 && p.B * p.G * (p.hpg / hb) < 8 * info.sms) hb /= 2;  // small batches: enough blocks
+  hb = replay1_heads_per_block(p.B, p.G, int(p.hpg), hb, int(p.T), info.sms,
+                               cuda_util::env_int("REPLAYSSM_M2_R1_BPS", 0));
   const int nsw = int(ceil_div(int64_t(hb) * p.P, kern::replay1_sweep_rows(ss)));
   p.stages = int(std::clamp<int64_t>((REPLAY1_SMEM - arrays(hb)) / sweep_bytes, 1, kern::R1_MAX_STAGES));
   p.stages = std::min(p.stages, nsw);

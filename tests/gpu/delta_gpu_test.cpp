@@ -356,8 +356,7 @@ TEST(DeltaGpu, ProductionTiles) {
 // tensor-core form of the GDN sweep, hi + mid + lo bf16 parts of q̂ and k̂,
 // to it; that form was slower and is not on main, perf_notes_delta.md v17).
 // 40 rows: GDN HV64's production tile (four sweeps of a key head), V = 64
-// with half a value head per block (one sweep of 128 rows for 32,
-// DeltaGpu.PackedCopyLaunchChoice), KDA; 8 steps at L = 8, histories of 0
+// with a value head per block (DeltaGpu.PackedCopyLaunchChoice), KDA; 8 steps at L = 8, histories of 0
 // to 7 records, no flush.
 TEST(DeltaGpu, Bf16StateReadsMatchCpuBeforeAFlush) {
   RSSM_SKIP_WITHOUT_GPU();
@@ -382,11 +381,13 @@ delta::Dims t1_dims(DeltaFamily f, int64_t H, int64_t HV, int64_t B, int64_t L) 
   return d;
 }
 
-// The T = 1 tile's block target (no GPU needed): four blocks per SM by
-// default; REPLAYSSM_R1_TILE_BPS=1 (heuristics.h, measured faster at batches
-// 4–32) takes at 132 SMs a GDN HV64 value head per block at B = 4, half a key
-// head at 8, a whole one from 16, KDA 64-row tiles at 4 and whole heads from
-// 8 (the default: 32-row tiles at B = 4).
+// The T = 1 tile's block target (no GPU needed, heuristics.h
+// replay1_tile_bps): one block per SM while the step streams less than 512
+// KiB per SM, which at 132 SMs takes a GDN HV64 value head per block at
+// B = 4, half a key head at 8, a whole one at 16 (and at 24 and 32 for
+// bf16, 48 and 64 MiB), KDA 64-row tiles at 4 and whole heads from 8; fp32
+// GDN at B = 24 and 32 (96 and 128 MiB) keeps four per SM (half key heads),
+// as REPLAYSSM_R1_TILE_BPS=4 does at every batch (32-row tiles at B = 4).
 struct TileBps : ScopedEnv {
   explicit TileBps(const char* v) : ScopedEnv("REPLAYSSM_R1_TILE_BPS", v) {}
 };
@@ -396,25 +397,26 @@ TEST(DeltaGpu, SmallBatchLaunchChoice) {
     auto gdn = [&](int64_t B) { return delta::cuda::replay1_choice(t1_dims(DeltaFamily::gdn, 16, 64, B, 16), st, sms); };
     auto kda = [&](int64_t B) { return delta::cuda::replay1_choice(t1_dims(DeltaFamily::kda, 32, 32, B, 16), st, sms); };
     EXPECT_EQ(gdn(4).nh, 1);
-    EXPECT_EQ(gdn(4).vt, 32);
-    EXPECT_EQ(kda(4).vt, 32);
-    TileBps one("1");
-    EXPECT_EQ(gdn(4).nh, 1);
     EXPECT_EQ(gdn(4).vt, 128);
     EXPECT_EQ(gdn(8).nh, 2);
     EXPECT_EQ(gdn(16).nh, 4);
+    EXPECT_EQ(gdn(24).nh, st == DType::f32 ? 2 : 4);
+    EXPECT_EQ(gdn(32).nh, st == DType::f32 ? 2 : 4);
     EXPECT_EQ(kda(4).vt, 64);
     EXPECT_EQ(kda(8).vt, 128);
+    TileBps four("4");
+    EXPECT_EQ(gdn(4).nh, 1);
+    EXPECT_EQ(gdn(4).vt, 32);
+    EXPECT_EQ(gdn(32).nh, 2);
+    EXPECT_EQ(kda(4).vt, 32);
   }
 }
 
-// The tiles of SmallBatchLaunchChoice's REPLAYSSM_R1_TILE_BPS=1 on the GPU:
-// GDN HV64 fp32 at 4, 8 and 16 rows (a value head, half and a whole key
-// head per block), KDA bf16 at 4 rows (64-row tiles), L = 4 (a flush at step
-// 4), against the cpu backend.
+// SmallBatchLaunchChoice's tiles on the GPU: GDN HV64 fp32 at 4, 8 and 16
+// rows (a value head, half and a whole key head per block), KDA bf16 at 4
+// rows (64-row tiles), L = 4 (a flush at step 4), against the cpu backend.
 TEST(DeltaGpu, SmallBatchTiles) {
   RSSM_SKIP_WITHOUT_GPU();
-  TileBps one("1");
   const Exec cpu{Backend::cpu, nullptr, 0, nullptr};
   uint32_t seed = 1300;
   for (int64_t B : {4, 8, 16}) {
@@ -485,12 +487,12 @@ TEST(DeltaGpu, PackedCopyLaunchChoice) {
     EXPECT_NE(40 % v40.vt, 0);
     EXPECT_FALSE(v40.qbulk);
   }
-  // DeltaGpu.Bf16StateReadsMatchCpuBeforeAFlush's V = 64 rows: half a value
-  // head per bulk block, one sweep of 128 rows for 32.
+  // DeltaGpu.Bf16StateReadsMatchCpuBeforeAFlush's V = 64 rows: a value head
+  // per bulk block (one block per SM: 3.75 MiB of state).
   const auto b = delta::cuda::replay1_choice(dims(2, 6, 64, 40), DType::bf16, sms);
   EXPECT_TRUE(b.bulk);
   EXPECT_EQ(b.nh, 1);
-  EXPECT_EQ(b.vt, 32);
+  EXPECT_EQ(b.vt, 64);
 }
 
 // Long rings at the production tiles: L = 32 with a whole GDN key head (or

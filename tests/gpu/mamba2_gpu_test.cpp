@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpu_util.h"
+#include "mamba2/heuristics.h"
 #include "replayssm/mamba2.h"
 
 namespace replayssm::test {
@@ -526,8 +527,10 @@ RSSM_GPU_TEST_PARTS(Mamba2GpuSpeculativeLongRun);
 // The T = 1 replay at a batch where the launcher takes its production tiles:
 // Mamba-2 H128·P64·N128 at 72 rows gets bulk-copy blocks of 8 heads (fp32;
 // bf16 likewise) with the ring fetched by bulk copies (launch.cu::
-// replay1_ring_bulk); the small batches of the other tests run one head per
-// block and gather the ring. Two flushes (L = 4), against the fp64 reference.
+// replay1_ring_bulk); the small batches of the other tests run one or two
+// heads per block and gather the ring (ReplaySmallBatchTiles: four heads,
+// ring by bulk copies, at 8 rows). Two flushes (L = 4), against the fp64
+// reference.
 TEST(Mamba2Gpu, ReplayProductionTiles) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(41);
@@ -548,6 +551,52 @@ TEST(Mamba2Gpu, ReplayProductionTiles) {
     EXPECT_LE(err(download(pool.dstate), pool.state), tol(d.state, d.act)) << name(d) << " decode state, 72 rows";
     EXPECT_EQ(ds.read(), 0);
   }
+}
+
+// The bulk-copy replay kernel's heads per block (no GPU needed, heuristics.h
+// replay1_heads_per_block) at H128 (16 heads per group, G = 8) on 132 SMs:
+// T = 1 halves toward four blocks per SM but keeps four heads (the ring by
+// bulk copies) while the grid has one per SM; speculative steps halve
+// toward eight per SM; REPLAYSSM_M2_R1_BPS-style targets likewise.
+TEST(Mamba2Gpu, ReplayHeadsPerBlockRule) {
+  auto hb = [](int64_t B, int hb_max, int T = 1, int bps = 0) {
+    return mamba2::replay1_heads_per_block(B, 8, 16, hb_max, T, 132, bps);
+  };
+  // fp32 rows (at most 8 heads of 64 rows per block)
+  EXPECT_EQ(hb(1, 8), 1);
+  EXPECT_EQ(hb(2, 8), 1);
+  EXPECT_EQ(hb(3, 8), 2);
+  EXPECT_EQ(hb(4, 8), 2);
+  EXPECT_EQ(hb(8, 8), 4);
+  EXPECT_EQ(hb(16, 8), 4);
+  EXPECT_EQ(hb(32, 8), 4);
+  EXPECT_EQ(hb(64, 8), 8);
+  EXPECT_EQ(hb(256, 8), 8);
+  // bf16 rows (16 heads)
+  EXPECT_EQ(hb(4, 16), 2);
+  EXPECT_EQ(hb(32, 16), 4);
+  EXPECT_EQ(hb(64, 16), 8);
+  EXPECT_EQ(hb(140, 16), 16);
+  // T > 1 and a measurement target: eight (n) blocks per SM, no four-head floor
+  EXPECT_EQ(hb(16, 8, 5), 1);
+  EXPECT_EQ(hb(64, 8, 5), 4);
+  EXPECT_EQ(hb(16, 8, 1, 8), 1);
+  EXPECT_EQ(hb(4, 8, 1, 1), 2);
+}
+
+// ReplayHeadsPerBlockRule's small-batch tiles on the GPU, H128·P64·N128:
+// two heads per block (ring gathered) at 4 rows, four (ring by bulk copies)
+// at 8, fp32 and bf16 states, L = 4 (a flush at steps 4 and 8), against the
+// fp64 reference.
+TEST(Mamba2Gpu, ReplaySmallBatchTiles) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(43);
+  const Shape s{128, 64, 128, 8};
+  for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}})
+    for (int64_t B : {4, 8}) {
+      replay_run(rng, s, d, 9, name(d) + " " + std::to_string(B) + " rows", B);
+      if (::testing::Test::HasFailure()) return;
+    }
 }
 
 // More blocks of the bulk-copy kernel than are resident at once, on a
