@@ -118,13 +118,14 @@ inline constexpr int64_t REPLAY1_SMEM_CAP = 112 * 1024;
 // as for 512, so at small batches fewer, larger blocks win. Measured
 // (bench/results/2026-12-03_h200_small_batch_rules.jsonl, L = 16, µs, four
 // per SM → one; baselines in brackets): GDN HV64 fp32 B = 2 / 4 / 8 / 16
-// 16.8 → 10.6 [10.7] / 30.0 → 14.2 [16.1] / 32.7 → 20.8 [26.8] / 44.9 →
-// 36.4 [44.9], B = 24 (96 MiB) 48.1 → 51.2, so it keeps four; bf16 B = 4 /
-// 8 / 16 / 32 33.1 → 12.2 / 34.7 → 18.8 / 38.4 → 29.5 / 56.7 → 48.4; KDA fp32
-// B = 4 / 8 / 16 17.0 → 12.4 / 25.8 → 16.3 / 33.4 → 27.7 (B = 3 11.1 →
-// 11.6); dual fp8 copies GDN B = 4 / 8 / 16 / 32 36.8 → 19.8 / 41.1 → 26.9 /
-// 49.1 → 39.1 / 70.0 → 63.2, KDA 23.5 → 17.4 / 34.4 → 21.3 / 38.5 → 31.1;
-// batch 1 and B ≥ 48 take the same tiles either way.
+// 16.8 → 10.6 [10.8] / 30.1 → 14.2 [16.2] / 32.8 → 20.9 [26.8] / 44.9 →
+// 36.4 [44.9]; bf16 B = 4 / 8 / 16 / 32 33.1 → 12.2 / 34.7 → 18.8 / 38.4 →
+// 29.5 / 56.8 → 48.3; KDA fp32 B = 4 / 8 / 16 17.0 → 12.4 / 25.8 → 16.3 /
+// 33.3 → 27.6 (B = 3 11.1 → 11.6); dual fp8 copies GDN B = 4 / 8 / 16 / 32
+// 37.0 → 19.9 / 41.3 → 27.1 / 49.5 → 39.5 / 70.9 → 64.0, KDA 23.6 → 17.5 /
+// 34.4 → 21.3 / 38.6 → 31.3; batch 1 and B ≥ 48 take the same tiles either
+// way. GDN fp32 at B = 24 (96 MiB) keeps four: one measured 51.2 against
+// 48.1 (…_small_batch_rules_768k_variant.jsonl, a threshold of 768 KiB).
 // REPLAYSSM_R1_TILE_BPS=n sets n instead (tests, measurements).
 inline constexpr int64_t REPLAY1_FEW_BYTES_PER_SM = 512 * 1024;
 inline int replay1_tile_bps(int64_t stream_bytes, int sm_count) {

@@ -172,10 +172,12 @@ Tile choose_tile(int64_t rows, int64_t H, int64_t G, int64_t P, int min_rows, in
 // copies) only while it has fewer than one per SM. Measured at H128·P64·N128
 // (bench/results/2026-12-03_h200_small_batch_rules.jsonl, µs, the former
 // target of eight blocks per SM → this rule; baselines in brackets): fp32
-// B = 4 17.4 → 14.3 [20.9], 8 30.3 → 24.3 [29.7], 16 55.3 → 40.6 [46.8],
-// 32 73.3 → 67.1 [79.0]; bf16 B = 4 16.7 → 11.2 [12.1], 8 29.8 → 19.1
-// [22.1], 16 55.3 → 31.6 [31.8], 32 59.6 → 52.7 [51.6], 64 87.5 → 82.0
-// [89.1]; batch 1 and 2 take the same tiles. T > 1 keeps eight per SM.
+// B = 3 15.9 → 12.8 [16.3], 4 17.4 → 14.2 [21.0], 8 30.4 → 24.3 [29.9], 16
+// 55.3 → 40.4 [46.7], 32 73.4 → 67.0 [79.2], 64 110.9 → 111.5; bf16 B = 3
+// 15.4 → 10.3 [11.7], 4 16.7 → 11.2 [12.0], 8 29.8 → 19.1 [22.0], 16 55.3
+// → 31.5 [31.7], 32 59.6 → 52.5 [51.3], 64 87.9 → 81.8 [89.3]; dual fp8
+// copies B = 16 61.3 → 40.8, nvfp4 84.4 → 39.5; batch 1 and 2 take the
+// same tiles. T > 1 keeps eight per SM.
 // blocks_per_sm > 0 (REPLAYSSM_M2_R1_BPS, measurements) halves while the grid
 // has fewer than that many per SM, as T > 1 does with eight.
 inline constexpr int REPLAY1_RING_BULK_HEADS = 4;
