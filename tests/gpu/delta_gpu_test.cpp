@@ -356,8 +356,8 @@ TEST(DeltaGpu, ProductionTiles) {
 // tensor-core form of the GDN sweep, hi + mid + lo bf16 parts of q̂ and k̂,
 // to it; that form was slower and is not on main, perf_notes_delta.md v17).
 // 40 rows: GDN HV64's production tile (four sweeps of a key head), V = 64
-// with a value head per block (DeltaGpu.PackedCopyLaunchChoice), KDA; 8 steps at L = 8, histories of 0
-// to 7 records, no flush.
+// with a value head per block (DeltaGpu.PackedCopyLaunchChoice), KDA; 8
+// steps at L = 8, histories of 0 to 7 records, no flush.
 TEST(DeltaGpu, Bf16StateReadsMatchCpuBeforeAFlush) {
   RSSM_SKIP_WITHOUT_GPU();
   const DType F = DType::f32, H = DType::bf16;

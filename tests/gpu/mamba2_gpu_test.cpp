@@ -559,29 +559,21 @@ TEST(Mamba2Gpu, ReplayProductionTiles) {
 // bulk copies) while the grid has one per SM; speculative steps halve
 // toward eight per SM; REPLAYSSM_M2_R1_BPS-style targets likewise.
 TEST(Mamba2Gpu, ReplayHeadsPerBlockRule) {
-  auto hb = [](int64_t B, int hb_max, int T = 1, int bps = 0) {
-    return mamba2::replay1_heads_per_block(B, 8, 16, hb_max, T, 132, bps);
+  struct Case {
+    int64_t B;
+    int hb_max, T, bps, want;
   };
-  // fp32 rows (at most 8 heads of 64 rows per block)
-  EXPECT_EQ(hb(1, 8), 1);
-  EXPECT_EQ(hb(2, 8), 1);
-  EXPECT_EQ(hb(3, 8), 2);
-  EXPECT_EQ(hb(4, 8), 2);
-  EXPECT_EQ(hb(8, 8), 4);
-  EXPECT_EQ(hb(16, 8), 4);
-  EXPECT_EQ(hb(32, 8), 4);
-  EXPECT_EQ(hb(64, 8), 8);
-  EXPECT_EQ(hb(256, 8), 8);
-  // bf16 rows (16 heads)
-  EXPECT_EQ(hb(4, 16), 2);
-  EXPECT_EQ(hb(32, 16), 4);
-  EXPECT_EQ(hb(64, 16), 8);
-  EXPECT_EQ(hb(140, 16), 16);
-  // T > 1 and a measurement target: eight (n) blocks per SM, no four-head floor
-  EXPECT_EQ(hb(16, 8, 5), 1);
-  EXPECT_EQ(hb(64, 8, 5), 4);
-  EXPECT_EQ(hb(16, 8, 1, 8), 1);
-  EXPECT_EQ(hb(4, 8, 1, 1), 2);
+  const Case cases[] = {
+      // fp32 rows (at most 8 heads of 64 rows per block)
+      {1, 8, 1, 0, 1}, {2, 8, 1, 0, 1}, {3, 8, 1, 0, 2}, {4, 8, 1, 0, 2}, {8, 8, 1, 0, 4},
+      {16, 8, 1, 0, 4}, {32, 8, 1, 0, 4}, {64, 8, 1, 0, 8}, {256, 8, 1, 0, 8},
+      // bf16 rows (16 heads)
+      {4, 16, 1, 0, 2}, {32, 16, 1, 0, 4}, {64, 16, 1, 0, 8}, {140, 16, 1, 0, 16},
+      // T > 1 and a measurement target: eight (n) blocks per SM, no four-head floor
+      {16, 8, 5, 0, 1}, {64, 8, 5, 0, 4}, {16, 8, 1, 8, 1}, {4, 8, 1, 1, 2}};
+  for (const Case& c : cases)
+    EXPECT_EQ(mamba2::replay1_heads_per_block(c.B, 8, 16, c.hb_max, c.T, 132, c.bps), c.want)
+        << "B " << c.B << " hb_max " << c.hb_max << " T " << c.T << " bps " << c.bps;
 }
 
 // ReplayHeadsPerBlockRule's small-batch tiles on the GPU, H128·P64·N128:
