@@ -282,7 +282,7 @@ bool replay1_ring_bulk(const Params& p, int hb, int as) {
   auto al = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   return al(p.rx) && p.rx_h == p.P && p.P % 8 == 0 && p.P % ca == 0 && p.rx_s % ca == 0 && p.rx_r % ca == 0 &&
          al(p.rB) && p.rB_s % ca == 0 && p.rB_r % ca == 0 && p.rB_g % ca == 0 && al(p.rdt) && p.rdt_s % 4 == 0 &&
-         p.rdt_r % 4 == 0 && hb % 4 == 0 && p.hpg % 4 == 0;
+         p.rdt_r % 4 == 0 && hb % REPLAY1_RING_BULK_HEADS == 0 && p.hpg % REPLAY1_RING_BULK_HEADS == 0;
 }
 
 // Heads per block: the largest power of two dividing the group's heads whose
