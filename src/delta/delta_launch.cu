@@ -755,8 +755,10 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     auto smem_of = [&](const ReplayTile& t) {
       return replay_layout(kda, int(d.K), a.T, int(d.L), t.nh, t.nh * t.vt, mma).bytes + (mma ? replay_mma_extra_bytes() : 0);
     };
-    // tensor-core tiles: value-head rows in multiples of 16 (rows per pass 16)
-    const ReplayTile tile = replay_tile(d.family, d.B, d.H, G, d.V, mma ? REPLAY_THREADS / 16 : a.lpr, sm_count(), smem_of);
+    // tensor-core tiles: value-head rows in multiples of 16 (rows per pass 16);
+    // REPLAYSSM_SPEC_TILE_BPS: the blocks per SM the tile aims for (measurements)
+    const ReplayTile tile = replay_tile(d.family, d.B, d.H, G, d.V, mma ? REPLAY_THREADS / 16 : a.lpr, sm_count(), smem_of,
+                                        REPLAY_SMEM_CAP, std::max(1, env_int("REPLAYSSM_SPEC_TILE_BPS", REPLAY_MIN_BLOCKS_PER_SM)));
     a.nh = tile.nh;
     a.vt = tile.vt;
     a.vtiles = int((d.V + tile.vt - 1) / tile.vt);
