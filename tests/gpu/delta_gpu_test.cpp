@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "delta/backend.h"
@@ -560,6 +561,25 @@ TEST(DeltaGpu, SpecProductionTiles) {
   for (const Cfg& c : cfgs) {
     SCOPED_TRACE(name(c) + " 40 rows T5");
     replay_run(c, 40, 41, 8, 5, 5, seed++, false);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+// Speculative steps (T = 5) on the tiles of one block per SM
+// (REPLAYSSM_SPEC_TILE_BPS=1: up to 3× faster at small batches, not the
+// default yet, perf_notes_delta.md v28a): GDN HV64 fp32 at 4 rows (a value
+// head per block) and 8 (two), KDA fp32 at 4 rows (half heads); L = 8, so
+// rows flush; against the cpu backend.
+TEST(DeltaGpu, SpecSmallBatchTiles) {
+  RSSM_SKIP_WITHOUT_GPU();
+  ScopedEnv one("REPLAYSSM_SPEC_TILE_BPS", "1");
+  const Exec cpu{Backend::cpu, nullptr, 0, nullptr};
+  const Cfg gdn{DeltaFamily::gdn, {16, 64, 128, 128}}, kda{DeltaFamily::kda, {32, 32, 128, 128}};
+  const std::pair<Cfg, int64_t> runs[] = {{gdn, 4}, {gdn, 8}, {kda, 4}};
+  uint32_t seed = 1400;
+  for (const auto& [c, B] : runs) {
+    SCOPED_TRACE(name(c) + " " + std::to_string(B) + " rows T5");
+    replay_run(c, B, B + 1, 8, 5, 6, seed++, false, nullptr, cpu);
     if (::testing::Test::HasFailure()) return;
   }
 }

@@ -681,6 +681,22 @@ TEST_P(Mamba2GpuSpecProductionTiles, H128) {
 }
 RSSM_GPU_TEST_PARTS(Mamba2GpuSpecProductionTiles);
 
+// Speculative steps (T = 5) at one block per SM (REPLAYSSM_M2_R1_BPS=1: up
+// to 1.7× faster at small batches, not the default yet, perf_notes_delta.md
+// v28a): H128 fp32 at 4 rows (two heads per block) and 8 (four, the ring by
+// bulk copies), against the fast CPU backend.
+TEST(Mamba2Gpu, SpecSmallBatchTiles) {
+  RSSM_SKIP_WITHOUT_GPU();
+  ScopedEnv one("REPLAYSSM_M2_R1_BPS", "1");
+  const Shape s{128, 64, 128, 8};
+  const Exec cpu{Backend::cpu};
+  for (int64_t B : {4, 8}) {
+    std::mt19937 rng(71 + int(B));
+    replay_run(rng, s, Dtypes{DType::f32, DType::bf16, DType::f32}, 6, std::to_string(B) + " rows", B, 5, cpu);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 // A short speculative run through the tensor-core stream, small enough for
 // compute-sanitizer (memcheck and racecheck: the partial-sum buffer reuses
 // shared memory the earlier phases read): {4, 48, 128, 2}, T = 5, 3 rows.
