@@ -441,8 +441,10 @@ Replay1Plan replay1_plan(const StateView& st, const QuantGeom& qg, int qf, DType
     return replay1_layout(kda, int(d.K), L, t.nh, rbm, dt, nch, (rbm + rpp - 1) / rpp, bulk_floats).total * 4;
   };
   Replay1Plan p;
-  // blocks per SM the tile aims for (heuristics.h): by the bytes the step streams
-  const int64_t stream_bytes = d.B * d.HV * d.K * d.V * (qf == QF_NONE ? 2 * ss : qf == QF_FP8 ? 2 : 1) / 2;
+  // blocks per SM the tile aims for (heuristics.h): by the bytes the step
+  // streams, ss per element (state or 16-bit copy), 1 for fp8, ½ for nvfp4
+  const int64_t elems = d.B * d.HV * d.K * d.V;
+  const int64_t stream_bytes = qf == QF_NONE ? elems * ss : qf == QF_FP8 ? elems : elems / 2;
   const int bps = std::max(1, env_int("REPLAYSSM_R1_TILE_BPS", replay1_tile_bps(stream_bytes, sms)));
   p.tile = replay_tile(d.family, d.B, d.H, G, d.V, lpr, sms, smem_of, REPLAY1_SMEM_CAP, bps);
   p.ld = L;

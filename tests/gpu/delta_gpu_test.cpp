@@ -682,10 +682,7 @@ TEST(DeltaGpu, LongRun) {
 // when a capture has no scratch for it, as by default; =0 never), so these
 // tests run it on small grids too: blocks with one item, with several (the
 // grid is min(items, SMs)), pad rows, flushes and random ring starts.
-struct R1PMode : ScopedEnv {
-  explicit R1PMode(const char* v) : ScopedEnv("REPLAYSSM_R1P", v) {}
-};
-
+//
 // Against the fp64 reference every step: K = 128 heads (GDN G = 2, KDA),
 // f32 / bf16 / f16 states, bf16 and fp32 records and activations, L = 4
 // (flushes at steps 4 and 8), 3 rows with a pad row; GDN HV64 at 5 rows.

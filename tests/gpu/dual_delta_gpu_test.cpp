@@ -408,9 +408,6 @@ TEST(DualDeltaGpu, CopyReadsMatchCpuBeforeAFlush) {
 // L = 4 (flushes at steps 4 and 8; row 1 a pad row), checkpoints
 // bit-identical across the copy's formats; then fp32 activations before a
 // flush, to the fp32 rounding of the products (as CopyReadsMatchCpuBeforeAFlush).
-struct R1PMode : ScopedEnv {
-  explicit R1PMode(const char* v) : ScopedEnv("REPLAYSSM_R1P", v) {}
-};
 bool persistent_taken(const Cfg& c, ReadFormat f, int64_t B, int64_t L) {
   delta::Dims d;
   d.family = c.f;

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 #include <gtest/gtest.h>
 
@@ -32,6 +32,12 @@ struct ScopedEnv {
 
  private:
   const char* name_;
+};
+
+// REPLAYSSM_R1P (delta_launch.cu, the persistent T = 1 step): 1 takes it
+// wherever it fits, 2 likewise with the default's fallback, 0 never.
+struct R1PMode : ScopedEnv {
+  explicit R1PMode(const char* v) : ScopedEnv("REPLAYSSM_R1P", v) {}
 };
 
 // One operation captured into a CUDA graph on a stream of its own

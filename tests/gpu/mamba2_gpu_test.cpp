@@ -683,8 +683,8 @@ RSSM_GPU_TEST_PARTS(Mamba2GpuSpecProductionTiles);
 
 // Speculative steps (T = 5) at one block per SM (REPLAYSSM_M2_R1_BPS=1: up
 // to 1.7× faster at small batches, not the default yet, perf_notes_delta.md
-// v28a): H128 fp32 at 4 rows (two heads per block) and 8 (four, the ring by
-// bulk copies), against the fast CPU backend.
+// v28a): H128 fp32 at 4 and 8 rows (fewer heads per block than eight per SM
+// gives), against the fast CPU backend.
 TEST(Mamba2Gpu, SpecSmallBatchTiles) {
   RSSM_SKIP_WITHOUT_GPU();
   ScopedEnv one("REPLAYSSM_M2_R1_BPS", "1");
