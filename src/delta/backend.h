@@ -50,6 +50,15 @@ struct Replay1Choice {
 // copy: a dual pool's read copy of that layout (the T = 1 step
 // on the copy); null: the state itself.
 Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLayout* copy = nullptr);
+// The T > 1 (speculative) replay launch for a contiguous pool (d.T > 1;
+// delta_launch.cu, spec_plan): value heads and rows per block, the
+// tensor-core stream, shared memory bytes. For tests.
+struct SpecChoice {
+  int nh = 0, vt = 0;
+  bool mma = false;
+  int64_t smem = 0;
+};
+SpecChoice spec_choice(const Dims& d, DType state, int sms, const QuantLayout* copy = nullptr);
 // The persistent T = 1 kernel's choice for contiguous rings of these record
 // dtypes (delta_launch.cu, replay1p_plan; REPLAYSSM_R1P applies): taken,
 // stages, grid, shared memory bytes; copy: the step on a dual pool's read copy

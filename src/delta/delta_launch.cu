@@ -415,6 +415,42 @@ struct Replay1Plan {
   bool bulk = false, qbulk = false;
   size_t smem = 0;
 };
+// The bytes a replay step streams (its tile's blocks-per-SM target,
+// heuristics.h replay1_tile_bps): ss per element (state or 16-bit copy), 1
+// for fp8, ½ for nvfp4.
+int64_t streamed_bytes(const Dims& d, int qf, int64_t ss) {
+  const int64_t elems = d.B * d.HV * d.K * d.V;
+  return qf == QF_NONE ? elems * ss : qf == QF_FP8 ? elems : elems / 2;
+}
+
+// The T > 1 replay launch (replay.cuh): tensor-core tiles (value-head rows in
+// multiples of 16, rows per pass 16) where replay_mma_fits, aiming at the
+// T = 1 rule's blocks per SM (heuristics.h replay1_tile_bps: one per SM at
+// small batches; packed copies spec_packed_tile_bps; perf_notes_delta.md
+// v29); REPLAYSSM_SPEC_TILE_BPS sets them instead (tests, measurements).
+struct SpecPlan {
+  ReplayTile tile;
+  bool mma = false;
+  size_t smem = 0;
+};
+SpecPlan spec_plan(const StateView& st, int qf, DType sd, const Dims& d, int sms) {
+  const bool kda = is_kda(d);
+  const int T = int(d.T);
+  SpecPlan p;
+  p.mma = qf == QF_NONE && replay_mma_fits(st, int64_t(dtype_size(sd)), T, d);
+  auto smem_of = [&](const ReplayTile& t) {
+    return replay_layout(kda, int(d.K), T, int(d.L), t.nh, t.nh * t.vt, p.mma).bytes +
+           (p.mma ? replay_mma_extra_bytes() : 0);
+  };
+  const int64_t elems = d.B * d.HV * d.K * d.V;
+  const int rule = qf == QF_NONE ? replay1_tile_bps(elems * int64_t(dtype_size(sd)), sms) : spec_packed_tile_bps(elems, sms);
+  const int bps = env_int("REPLAYSSM_SPEC_TILE_BPS", rule);
+  p.tile = replay_tile(d.family, d.B, d.H, d.HV / d.H, d.V, p.mma ? REPLAY_THREADS / 16 : lanes_per_row(d.K), sms, smem_of,
+                       REPLAY_SMEM_CAP, std::max(1, bps));
+  p.smem = size_t(smem_of(p.tile));
+  return p;
+}
+
 Replay1Plan replay1_plan(const StateView& st, const QuantGeom& qg, int qf, DType sd, const Dims& d, int sms) {
   const bool kda = is_kda(d);
   const int64_t G = d.HV / d.H;
@@ -441,11 +477,7 @@ Replay1Plan replay1_plan(const StateView& st, const QuantGeom& qg, int qf, DType
     return replay1_layout(kda, int(d.K), L, t.nh, rbm, dt, nch, (rbm + rpp - 1) / rpp, bulk_floats).total * 4;
   };
   Replay1Plan p;
-  // blocks per SM the tile aims for (heuristics.h): by the bytes the step
-  // streams, ss per element (state or 16-bit copy), 1 for fp8, ½ for nvfp4
-  const int64_t elems = d.B * d.HV * d.K * d.V;
-  const int64_t stream_bytes = qf == QF_NONE ? elems * ss : qf == QF_FP8 ? elems : elems / 2;
-  const int bps = std::max(1, env_int("REPLAYSSM_R1_TILE_BPS", replay1_tile_bps(stream_bytes, sms)));
+  const int bps = std::max(1, env_int("REPLAYSSM_R1_TILE_BPS", replay1_tile_bps(streamed_bytes(d, qf, ss), sms)));
   p.tile = replay_tile(d.family, d.B, d.H, G, d.V, lpr, sms, smem_of, REPLAY1_SMEM_CAP, bps);
   p.ld = L;
   const ReplayTile ideal = replay_tile(d.family, d.B, d.H, G, d.V, lpr, sms, [](const ReplayTile&) { return int64_t(0); },
@@ -753,22 +785,18 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     else if (bulk) dispatch<Replay1BulkOp>(sd, kda, a, l);
     else dispatch<Replay1Op>(sd, kda, a, l);
   } else {
-    const bool mma = qf == QF_NONE && replay_mma_fits(a.st, int64_t(dtype_size(sd)), a.T, d);
-    auto smem_of = [&](const ReplayTile& t) {
-      return replay_layout(kda, int(d.K), a.T, int(d.L), t.nh, t.nh * t.vt, mma).bytes + (mma ? replay_mma_extra_bytes() : 0);
-    };
-    // tensor-core tiles: value-head rows in multiples of 16 (rows per pass 16);
-    // REPLAYSSM_SPEC_TILE_BPS: the blocks per SM the tile aims for (measurements)
-    const ReplayTile tile = replay_tile(d.family, d.B, d.H, G, d.V, mma ? REPLAY_THREADS / 16 : a.lpr, sm_count(), smem_of,
-                                        REPLAY_SMEM_CAP, std::max(1, env_int("REPLAYSSM_SPEC_TILE_BPS", REPLAY_MIN_BLOCKS_PER_SM)));
+    const int sms = sm_count();
+    const SpecPlan plan = spec_plan(a.st, qf, sd, d, sms);
+    const bool mma = plan.mma;
+    const ReplayTile tile = plan.tile;
     a.nh = tile.nh;
     a.vt = tile.vt;
     a.vtiles = int((d.V + tile.vt - 1) / tile.vt);
-    const size_t smem = size_t(smem_of(tile));
+    const size_t smem = plan.smem;
     check::require(smem <= 227 * 1024, fn, "pool.L", "L + T too large for the cuda replay kernel's shared memory");
     const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                                REPLAY_THREADS, smem, exec);
-    a.rec_pf = dual ? 0 : replay_spec_prefetch_distance(kda, d.B, sm_count());
+    a.rec_pf = dual ? 0 : replay_spec_prefetch_distance(kda, d.B, sms);
     if (dual) dual->before();
     if (qf == QF_FP8) kda ? launch_replay_quant<QF_FP8, true>(a, l) : launch_replay_quant<QF_FP8, false>(a, l);
     else if (qf == QF_NVFP4) kda ? launch_replay_quant<QF_NVFP4, true>(a, l) : launch_replay_quant<QF_NVFP4, false>(a, l);
@@ -877,6 +905,12 @@ Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLay
   const ContiguousRead r = contiguous_read(d, state, copy, reinterpret_cast<void*>(uintptr_t(256)));
   const Replay1Plan p = replay1_plan(r.st, r.qg, r.qf, r.sd, d, sms);
   return Replay1Choice{p.tile.nh, p.tile.vt, p.ld, p.bulk, p.qbulk, int64_t(p.smem)};
+}
+
+SpecChoice spec_choice(const Dims& d, DType state, int sms, const QuantLayout* copy) {
+  const ContiguousRead r = contiguous_read(d, state, copy, reinterpret_cast<void*>(uintptr_t(256)));
+  const SpecPlan p = spec_plan(r.st, r.qf, r.sd, d, sms);
+  return SpecChoice{p.tile.nh, p.tile.vt, p.mma, int64_t(p.smem)};
 }
 
 namespace {

@@ -132,6 +132,21 @@ inline int replay1_tile_bps(int64_t stream_bytes, int sm_count) {
   return stream_bytes < REPLAY1_FEW_BYTES_PER_SM * std::max(sm_count, 1) ? 1 : REPLAY_MIN_BLOCKS_PER_SM;
 }
 
+// Speculative (T > 1) tiles take replay1_tile_bps too, except on packed read
+// copies (fp8 / nvfp4, decoded in registers by the staged kernel): there one
+// block per SM wins only while the step decodes fewer than
+// SPEC_PACKED_FEW_ELEMS_PER_SM elements per SM. T = 5, four per SM → one
+// (bench/results/2026-12-03_h200_spec_small_batch_rule.jsonl, µs): GDN HV64
+// fp8 B = 4 (32 Ki elements per SM) 73.7 → 63.1, B = 8 (64 Ki) 109.7 →
+// 108.4, nvfp4 B = 8 118.1 → 114.4; KDA fp8 B = 4 (16 Ki) 61.2 → 53.6, B = 8
+// (32 Ki) 95.3 → 81.4, B = 16 (64 Ki) 137.6 → 142.4, nvfp4 B = 16 147.9 →
+// 152.8; GDN B = 16 equal. 48 Ki: KDA B = 16 keeps four, GDN B = 8 too (1–3 %
+// left there).
+inline constexpr int64_t SPEC_PACKED_FEW_ELEMS_PER_SM = 48 * 1024;
+inline int spec_packed_tile_bps(int64_t elems, int sm_count) {
+  return elems < SPEC_PACKED_FEW_ELEMS_PER_SM * std::max(sm_count, 1) ? 1 : REPLAY_MIN_BLOCKS_PER_SM;
+}
+
 // KDA blocks (one head, 128 rows: 64 KiB of fp32) are short-lived, so their
 // preparation weighs more: half-size stages (32 KiB, 2 fp32 rows per thread)
 // and three resident blocks per SM instead.

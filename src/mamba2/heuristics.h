@@ -177,9 +177,14 @@ Tile choose_tile(int64_t rows, int64_t H, int64_t G, int64_t P, int min_rows, in
 // 15.4 → 10.3 [11.7], 4 16.7 → 11.2 [12.0], 8 29.8 → 19.1 [22.0], 16 55.3
 // → 31.5 [31.7], 32 59.6 → 52.5 [51.3], 64 87.9 → 81.8 [89.3]; dual fp8
 // copies B = 16 61.3 → 40.8, nvfp4 84.4 → 39.5; batch 1 and 2 take the
-// same tiles. T > 1 keeps eight per SM.
+// same tiles. T > 1 halves toward one block per SM (speculative blocks
+// carry T tokens' preparation, so fewer, larger ones win further): T = 5,
+// eight per SM → one (bench/results/2026-12-03_h200_spec_tile_bps_sweep.jsonl,
+// µs): fp32 B = 4 28.7 → 23.1, 8 52.1 → 34.7, 16 98.4 → 59.3, 32 135.8 →
+// 101.0, 64 193.7 → 172.9; bf16 B = 16 107.2 → 56.3, 64 182.5 → 160.3; at
+// B = 96 and 128 every target is within 0.2 %; B = 1 12.9 → 13.0.
 // blocks_per_sm > 0 (REPLAYSSM_M2_R1_BPS, measurements) halves while the grid
-// has fewer than that many per SM, as T > 1 does with eight.
+// has fewer than that many per SM.
 inline constexpr int REPLAY1_RING_BULK_HEADS = 4;
 inline int replay1_heads_per_block(int64_t B, int64_t G, int hpg, int hb_max, int T, int sms,
                                    int blocks_per_sm = 0) {
@@ -187,7 +192,7 @@ inline int replay1_heads_per_block(int64_t B, int64_t G, int hpg, int hb_max, in
   auto blocks = [&](int hb) { return B * G * (hpg / hb); };
   int hb = hb_max;
   if (T > 1 || blocks_per_sm > 0) {
-    const int64_t target = (blocks_per_sm > 0 ? blocks_per_sm : 8) * per_sm;
+    const int64_t target = (blocks_per_sm > 0 ? blocks_per_sm : 1) * per_sm;
     while (hb > 1 && blocks(hb) < target) hb /= 2;
     return hb;
   }

@@ -413,6 +413,57 @@ TEST(DeltaGpu, SmallBatchLaunchChoice) {
   }
 }
 
+// The speculative (T = 5) tile follows the same rule (no GPU needed,
+// delta_launch.cu spec_plan): below 512 KiB streamed per SM it takes what a
+// target of one block per SM gives (fewer, larger blocks than the former four),
+// above it four per SM, as REPLAYSSM_SPEC_TILE_BPS=4 does; packed read copies
+// (fp8 / nvfp4) take one per SM below 48 Ki elements per SM (GDN HV64 at 4
+// rows, not 8; KDA at 8, not 16).
+TEST(DeltaGpu, SpecSmallBatchLaunchChoice) {
+  const int sms = 132;
+  auto dims = [](DeltaFamily f, int64_t H, int64_t HV, int64_t B) {
+    delta::Dims d = t1_dims(f, H, HV, B, 16);
+    d.T = 5;
+    d.R = d.L + d.T;
+    return d;
+  };
+  auto rows = [](const delta::cuda::SpecChoice& c) { return c.nh * c.vt; };
+  for (DType st : {DType::f32, DType::bf16}) {
+    auto gdn = [&](int64_t B) { return delta::cuda::spec_choice(dims(DeltaFamily::gdn, 16, 64, B), st, sms); };
+    auto kda = [&](int64_t B) { return delta::cuda::spec_choice(dims(DeltaFamily::kda, 32, 32, B), st, sms); };
+    const int64_t batches[] = {1, 4, 8, 16, 64, 256};
+    int gdn_rows[6], kda_rows[6];
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_TRUE(gdn(batches[i]).mma);
+      gdn_rows[i] = rows(gdn(batches[i]));
+      kda_rows[i] = rows(kda(batches[i]));
+    }
+    ScopedEnv four("REPLAYSSM_SPEC_TILE_BPS", "4");
+    for (int i = 0; i < 6; ++i) {
+      SCOPED_TRACE(std::to_string(batches[i]) + " rows");
+      if (batches[i] <= 16) {  // fewer, larger blocks
+        EXPECT_GT(gdn_rows[i], rows(gdn(batches[i])));
+        if (batches[i] > 1) EXPECT_GT(kda_rows[i], rows(kda(batches[i])));
+      } else {  // four per SM
+        EXPECT_EQ(gdn_rows[i], rows(gdn(batches[i])));
+        EXPECT_EQ(kda_rows[i], rows(kda(batches[i])));
+      }
+    }
+  }
+  for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
+    SCOPED_TRACE(read_format_name(f));
+    const QuantLayout l = quant_layout(f, 128, 128);
+    auto gdn = [&](int64_t B) { return rows(delta::cuda::spec_choice(dims(DeltaFamily::gdn, 16, 64, B), DType::f32, sms, &l)); };
+    auto kda = [&](int64_t B) { return rows(delta::cuda::spec_choice(dims(DeltaFamily::kda, 32, 32, B), DType::f32, sms, &l)); };
+    const int g4 = gdn(4), g8 = gdn(8), k8 = kda(8), k16 = kda(16);
+    ScopedEnv four("REPLAYSSM_SPEC_TILE_BPS", "4");
+    EXPECT_GT(g4, gdn(4));
+    EXPECT_EQ(g8, gdn(8));
+    EXPECT_GT(k8, kda(8));
+    EXPECT_EQ(k16, kda(16));
+  }
+}
+
 // SmallBatchLaunchChoice's tiles on the GPU: GDN HV64 fp32 at 4, 8 and 16
 // rows (a value head, half and a whole key head per block), KDA bf16 at 4
 // rows (64-row tiles), L = 4 (a flush at step 4), against the cpu backend.
@@ -565,14 +616,11 @@ TEST(DeltaGpu, SpecProductionTiles) {
   }
 }
 
-// Speculative steps (T = 5) on the tiles of one block per SM
-// (REPLAYSSM_SPEC_TILE_BPS=1: up to 3× faster at small batches, not the
-// default yet, perf_notes_delta.md v28a): GDN HV64 fp32 at 4 rows (a value
-// head per block) and 8 (two), KDA fp32 at 4 rows (half heads); L = 8, so
-// rows flush; against the cpu backend.
+// Speculative steps (T = 5) on SpecSmallBatchLaunchChoice's small-batch
+// tiles: GDN HV64 fp32 at 4 and 8 rows, KDA fp32 at 4 rows; L = 8, so rows
+// flush; against the cpu backend.
 TEST(DeltaGpu, SpecSmallBatchTiles) {
   RSSM_SKIP_WITHOUT_GPU();
-  ScopedEnv one("REPLAYSSM_SPEC_TILE_BPS", "1");
   const Exec cpu{Backend::cpu, nullptr, 0, nullptr};
   const Cfg gdn{DeltaFamily::gdn, {16, 64, 128, 128}}, kda{DeltaFamily::kda, {32, 32, 128, 128}};
   const std::pair<Cfg, int64_t> runs[] = {{gdn, 4}, {gdn, 8}, {kda, 4}};

@@ -557,7 +557,7 @@ TEST(Mamba2Gpu, ReplayProductionTiles) {
 // replay1_heads_per_block) at H128 (16 heads per group, G = 8) on 132 SMs:
 // T = 1 halves toward four blocks per SM but keeps four heads (the ring by
 // bulk copies) while the grid has one per SM; speculative steps halve
-// toward eight per SM; REPLAYSSM_M2_R1_BPS-style targets likewise.
+// toward one per SM; REPLAYSSM_M2_R1_BPS-style targets likewise.
 TEST(Mamba2Gpu, ReplayHeadsPerBlockRule) {
   struct Case {
     int64_t B;
@@ -569,8 +569,9 @@ TEST(Mamba2Gpu, ReplayHeadsPerBlockRule) {
       {16, 8, 1, 0, 4}, {32, 8, 1, 0, 4}, {64, 8, 1, 0, 8}, {256, 8, 1, 0, 8},
       // bf16 rows (16 heads)
       {4, 16, 1, 0, 2}, {32, 16, 1, 0, 4}, {64, 16, 1, 0, 8}, {140, 16, 1, 0, 16},
-      // T > 1 and a measurement target: eight (n) blocks per SM, no four-head floor
-      {16, 8, 5, 0, 1}, {64, 8, 5, 0, 4}, {16, 8, 1, 8, 1}, {4, 8, 1, 1, 2}};
+      // T > 1: one block per SM, no four-head floor; a measurement target: n per SM
+      {1, 8, 5, 0, 1}, {4, 8, 5, 0, 2}, {8, 8, 5, 0, 4}, {16, 8, 5, 0, 8}, {64, 8, 5, 0, 8},
+      {16, 16, 5, 0, 8}, {16, 8, 5, 8, 1}, {64, 8, 5, 8, 4}, {16, 8, 1, 8, 1}, {4, 8, 1, 1, 2}};
   for (const Case& c : cases)
     EXPECT_EQ(mamba2::replay1_heads_per_block(c.B, 8, 16, c.hb_max, c.T, 132, c.bps), c.want)
         << "B " << c.B << " hb_max " << c.hb_max << " T " << c.T << " bps " << c.bps;
@@ -681,13 +682,11 @@ TEST_P(Mamba2GpuSpecProductionTiles, H128) {
 }
 RSSM_GPU_TEST_PARTS(Mamba2GpuSpecProductionTiles);
 
-// Speculative steps (T = 5) at one block per SM (REPLAYSSM_M2_R1_BPS=1: up
-// to 1.7× faster at small batches, not the default yet, perf_notes_delta.md
-// v28a): H128 fp32 at 4 and 8 rows (fewer heads per block than eight per SM
-// gives), against the fast CPU backend.
+// Speculative steps (T = 5) on the small-batch tiles (ReplayHeadsPerBlockRule:
+// one block per SM; two and four heads per block at 4 and 8 rows), H128
+// fp32, against the fast CPU backend.
 TEST(Mamba2Gpu, SpecSmallBatchTiles) {
   RSSM_SKIP_WITHOUT_GPU();
-  ScopedEnv one("REPLAYSSM_M2_R1_BPS", "1");
   const Shape s{128, 64, 128, 8};
   const Exec cpu{Backend::cpu};
   for (int64_t B : {4, 8}) {
