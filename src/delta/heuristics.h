@@ -132,16 +132,24 @@ inline int replay1_tile_bps(int64_t stream_bytes, int sm_count) {
   return stream_bytes < REPLAY1_FEW_BYTES_PER_SM * std::max(sm_count, 1) ? 1 : REPLAY_MIN_BLOCKS_PER_SM;
 }
 
-// Speculative (T > 1) tiles take replay1_tile_bps too, except on packed read
-// copies (fp8 / nvfp4, decoded in registers by the staged kernel): there one
+// Speculative (T > 1) tiles take replay1_tile_bps too. T = 5, four per SM →
+// one (bench/results/2026-12-03_h200_spec_small_batch_rule.jsonl, µs;
+// snapshot baselines in brackets): GDN HV64 fp32 B = 4 62.6 → 25.4 [42.3],
+// 8 69.8 → 36.9 [70.1], 16 86.2 → 61.9 [134.6]; bf16 B = 4 59.1 → 23.0
+// [49.6], 16 77.4 → 54.4 [141.1]; KDA fp32 B = 4 72.5 → 24.2 [24.4], 8 78.3
+// → 29.9 [48.3], 16 86.7 → 56.0 [76.1]. Left: GDN fp32 B = 32 (128 MiB)
+// keeps four though one was faster (112.0 against 123.1, …_spec_tile_bps_
+// sweep.jsonl), as one is slower at B = 24 (100.1 against 95.7), and GDN
+// bf16 B = 24 takes one (87.8 against 85.6). On packed read
+// copies (fp8 / nvfp4, decoded in registers by the staged kernel) one
 // block per SM wins only while the step decodes fewer than
 // SPEC_PACKED_FEW_ELEMS_PER_SM elements per SM. T = 5, four per SM → one
 // (bench/results/2026-12-03_h200_spec_small_batch_rule.jsonl, µs): GDN HV64
 // fp8 B = 4 (32 Ki elements per SM) 73.7 → 63.1, B = 8 (64 Ki) 109.7 →
 // 108.4, nvfp4 B = 8 118.1 → 114.4; KDA fp8 B = 4 (16 Ki) 61.2 → 53.6, B = 8
 // (32 Ki) 95.3 → 81.4, B = 16 (64 Ki) 137.6 → 142.4, nvfp4 B = 16 147.9 →
-// 152.8; GDN B = 16 equal. 48 Ki: KDA B = 16 keeps four, GDN B = 8 too (1–3 %
-// left there).
+// 152.8; GDN fp8 B = 16 (128 Ki) 187.4 → 209.4, nvfp4 203.1 → 225.1. So 48
+// Ki: KDA B = 16 keeps four, GDN B = 8 too (1–3 % left there).
 inline constexpr int64_t SPEC_PACKED_FEW_ELEMS_PER_SM = 48 * 1024;
 inline int spec_packed_tile_bps(int64_t elems, int sm_count) {
   return elems < SPEC_PACKED_FEW_ELEMS_PER_SM * std::max(sm_count, 1) ? 1 : REPLAY_MIN_BLOCKS_PER_SM;

@@ -179,10 +179,11 @@ Tile choose_tile(int64_t rows, int64_t H, int64_t G, int64_t P, int min_rows, in
 // copies B = 16 61.3 → 40.8, nvfp4 84.4 → 39.5; batch 1 and 2 take the
 // same tiles. T > 1 halves toward one block per SM (speculative blocks
 // carry T tokens' preparation, so fewer, larger ones win further): T = 5,
-// eight per SM → one (bench/results/2026-12-03_h200_spec_tile_bps_sweep.jsonl,
-// µs): fp32 B = 4 28.7 → 23.1, 8 52.1 → 34.7, 16 98.4 → 59.3, 32 135.8 →
-// 101.0, 64 193.7 → 172.9; bf16 B = 16 107.2 → 56.3, 64 182.5 → 160.3; at
-// B = 96 and 128 every target is within 0.2 %; B = 1 12.9 → 13.0.
+// eight per SM → one (bench/results/2026-12-03_h200_spec_small_batch_rule.jsonl,
+// µs): fp32 B = 4 28.7 → 23.2, 8 52.1 → 34.8, 16 98.5 → 59.7, 32 136.6 →
+// 101.7, 64 195.0 → 174.0; bf16 B = 16 107.8 → 56.6, 64 183.7 → 161.3; B = 1
+// 12.9 either way; at B = 96 and 128 every target is within 0.2 %
+// (…_spec_tile_bps_sweep.jsonl).
 // blocks_per_sm > 0 (REPLAYSSM_M2_R1_BPS, measurements) halves while the grid
 // has fewer than that many per SM.
 inline constexpr int REPLAY1_RING_BULK_HEADS = 4;
