@@ -145,10 +145,10 @@ inline int replay1_tile_bps(int64_t stream_bytes, int sm_count) {
 // block per SM wins only while the step decodes fewer than
 // SPEC_PACKED_FEW_ELEMS_PER_SM elements per SM. T = 5, four per SM → one
 // (bench/results/2026-12-03_h200_spec_small_batch_rule.jsonl, µs): GDN HV64
-// fp8 B = 4 (32 Ki elements per SM) 73.7 → 63.1, B = 8 (64 Ki) 109.7 →
+// fp8 B = 4 (31 Ki elements per SM) 73.7 → 63.1, B = 8 (62 Ki) 109.7 →
 // 108.4, nvfp4 B = 8 118.1 → 114.4; KDA fp8 B = 4 (16 Ki) 61.2 → 53.6, B = 8
-// (32 Ki) 95.3 → 81.4, B = 16 (64 Ki) 137.6 → 142.4, nvfp4 B = 16 147.9 →
-// 152.8; GDN fp8 B = 16 (128 Ki) 187.4 → 209.4, nvfp4 203.1 → 225.1. So 48
+// (31 Ki) 95.3 → 81.4, B = 16 (62 Ki) 137.6 → 142.4, nvfp4 B = 16 147.9 →
+// 152.8; GDN fp8 B = 16 (124 Ki) 187.4 → 209.4, nvfp4 203.1 → 225.1. So 48
 // Ki: KDA B = 16 keeps four, GDN B = 8 too (1–3 % left there).
 inline constexpr int64_t SPEC_PACKED_FEW_ELEMS_PER_SM = 48 * 1024;
 inline int spec_packed_tile_bps(int64_t elems, int sm_count) {
