@@ -683,7 +683,7 @@ TEST_P(Mamba2GpuSpecProductionTiles, H128) {
 RSSM_GPU_TEST_PARTS(Mamba2GpuSpecProductionTiles);
 
 // Speculative steps (T = 5) on the small-batch tiles (ReplayHeadsPerBlockRule:
-// one block per SM; two and four heads per block at 4 and 8 rows), H128
+// heads per block halved toward one block per SM) at 4 and 8 rows, H128
 // fp32, against the fast CPU backend.
 TEST(Mamba2Gpu, SpecSmallBatchTiles) {
   RSSM_SKIP_WITHOUT_GPU();
