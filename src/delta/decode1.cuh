@@ -8,18 +8,27 @@
 //   a_k = α (S k̂), a_q = α (S q̂)   (KDA: S(α ⊙ k̂), S(α ⊙ q̂))
 //   d = β (v − a_k), o = a_q + (k̂·q̂) d, S ← α S + d k̂ᵀ (KDA: S Diag(α) + d k̂ᵀ)
 // and the row is written back (streaming store).
+//
+// EAGER: the T = 1 replay step at small batches (delta_launch.cu,
+// run_eager): the same read-update-write on a replay pool's checkpoint,
+// after folding the row's committed records into it (S_h = E0 ⊙ S_0 +
+// Σ_j d_j FV[j]ᵀ, recurrent.cuh fold_prep / fold_row; none in the steady
+// state), so the token's record is not appended and the ring ends empty
+// (the cursor kernel's CUR_EAGER after the step). One value head per block.
 #pragma once
 #include "delta/heuristics.h"
+#include "delta/recurrent.cuh"
 #include "delta/stream.cuh"
 
 namespace replayssm::delta::cuda_impl {
 
 // Shared memory of the T = 1 decode kernel, in floats (stages first).
 struct Decode1Layout {
-  int64_t stg, kn, qn, ka, qa, al, sc, vs, total;
+  int64_t stg, kn, qn, ka, qa, al, sc, vs, fv, e0, total;
 };
+// L_fold: records an eager step may fold (FV [L_fold][K], E0 [K]); 0 otherwise.
 __host__ __device__ inline Decode1Layout decode1_layout(bool kda, int K, int nh, int rbm, int nch, int np,
-                                                        int kpb = 1) {
+                                                        int kpb = 1, int L_fold = 0) {
   Decode1Layout l{};
   int64_t o = 0;
   l.stg = o; o += stage_floats(nch, np, DECODE1_THREADS);
@@ -30,11 +39,13 @@ __host__ __device__ inline Decode1Layout decode1_layout(bool kda, int K, int nh,
   l.al = o; o += kda ? align4(int64_t(nh) * K) : 0;
   l.sc = o; o += align4(int64_t(nh) * 2 + kpb);
   l.vs = o; o += align4(rbm);
+  l.fv = o; o += align4(int64_t(L_fold) * K);
+  l.e0 = o; o += L_fold ? align4(K) : 0;
   l.total = o;
   return l;
 }
 
-template <DType SD, bool KDA>
+template <DType SD, bool KDA, bool EAGER = false>
 __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_decode1_kernel(RecArgs a) {
   using RW = Row<SD>;
   using ST = Stage<SD>;
@@ -75,13 +86,30 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
     const int h = div_small(rr, vt);
     return state + int64_t(hv0 + h) * a.st.s1 + int64_t(v0 + rr - h * vt) * a.st.s2;
   };
-  const Decode1Layout lay = decode1_layout(KDA, K, nh, RBM, ST::NCH, np, KPB);
+  const Decode1Layout lay = decode1_layout(KDA, K, nh, RBM, ST::NCH, np, KPB, EAGER ? a.rings.L : 0);
   uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
 #pragma unroll
   for (int pi = 0; pi < P; ++pi) {
     const int rr = pi * rpp + grp;
     if (pi < np && rr < RB) ST::issue(STG, nthr, pi, row_ptr(rr), lane, lpr, K);
     cp_async_commit();
+  }
+  // Eager: the row's committed records (after the fused commit) while the
+  // first rows are in flight; errors as the replay kernels report them.
+  int n_fold = 0, fold_start = 0;
+  if constexpr (EAGER) {
+    RingCursor c = cursor_at(a.rings, s);
+    int status = 0;
+    if (!cursor_ok(a.rings, c)) status = STATUS_RING_OVERFLOW;
+    else if (a.acc.p) status = ring_commit(c, int32_t(idx_at(a.acc, b))) ? 0 : STATUS_BAD_ACCEPTED;
+    else if (c.pending != 0) status = STATUS_UNCOMMITTED;
+    if (status != 0) {
+      cp_async_wait_all();  // no copy outlives the block
+      if (reporter) cuda_util::report(a.status, status);
+      return;
+    }
+    n_fold = c.count;
+    fold_start = c.start;
   }
 
   float* KN = sm + lay.kn;  // [KPB][AK] k̂
@@ -130,6 +158,9 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
       }
   }
   __syncthreads();
+  float* FV = sm + lay.fv;  // eager [L][K] fold vectors, E0 [K] (fold_prep)
+  float* E0 = sm + lay.e0;
+  if (EAGER && n_fold > 0) fold_prep<KDA>(a.rings, s, hv0, kh0, fold_start, n_fold, K, FV, E0);  // (syncs)
   if (KDA) {
     for (int x = tid; x < nh * K; x += nthr) {
       const int hl = div_small(x, K), i = x - hl * K;
@@ -163,6 +194,7 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
     RW row;
     if (valid) ST::read(row, STG, nthr, pi, lane, lpr, K);
     else row.zero();
+    if (EAGER && n_fold > 0 && valid) fold_row<SD>(row, a.rings, s, hv0, v0 + vl, fold_start, n_fold, K, FV, E0, lane, lpr);
     float pk = ureg ? row.dot(uk) : row.dot(KDA ? KA + hc * K : KN + kx(hc) * AK, lane, lpr, K);
     float pq = row.dot(KDA ? QA + hc * K : QN + kx(hc) * AK, lane, lpr, K);
     {  // refill the stage just consumed

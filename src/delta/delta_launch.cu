@@ -57,6 +57,13 @@ __global__ void delta_cursor_kernel(CursorArgs a) {
         cuda_util::report(a.status, STATUS_BAD_ACCEPTED);
         return;
       }
+    } else if (a.op == CUR_EAGER) {  // errors were reported by the step kernel
+      if (a.acc.p) {
+        if (!ring_commit(c, int32_t(idx_at(a.acc, b)))) return;
+      } else if (c.pending != 0) {
+        return;
+      }
+      c = RingCursor{ring_pos(c.start, c.count, a.rings.R), 0, 0};  // folded, the token too
     } else if (a.op == CUR_FLUSH) {
       if (c.pending != 0) return;  // reported by the fold kernel
       c.start = ring_pos(c.start, c.count, a.rings.R);
@@ -201,6 +208,10 @@ Launch launch_of(unsigned x, unsigned y, unsigned z, int threads, size_t smem, c
 
 using cuda_util::env_int;
 
+// Rows up to which a T = 1 replay step is eager (run_eager; heuristics.h
+// EAGER_MAX_ROWS, REPLAYSSM_EAGER_ROWS overrides).
+int64_t eager_rows() { return env_int("REPLAYSSM_EAGER_ROWS", int(EAGER_MAX_ROWS)); }
+
 // The one dispatch switch: (state dtype, family) → typed launch.
 template <template <DType, bool> class Op, class Args>
 void dispatch(DType state, bool kda, const Args& a, const Launch& l) {
@@ -213,6 +224,7 @@ void dispatch(DType state, bool kda, const Args& a, const Launch& l) {
 }
 template <DType SD, bool KDA> struct RecOp { static void run(const RecArgs& a, const Launch& l) { launch_recurrent<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct Decode1Op { static void run(const RecArgs& a, const Launch& l) { launch_decode1<SD, KDA>(a, l); } };
+template <DType SD, bool KDA> struct Decode1EagerOp { static void run(const RecArgs& a, const Launch& l) { launch_decode1_eager<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct ReplayOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct ReplayMmaOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay_mma<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct Replay1Op { static void run(const ReplayArgs& a, const Launch& l) { launch_replay1<SD, KDA>(a, l); } };
@@ -662,20 +674,58 @@ unsigned long long* timeline_stamps(TimelineDump& t, size_t records) {
 }
 
 // The cursor kernel of a replay step, the step's programmatic dependent.
-void launch_step_cursor(const ReplayArgs& a, bool commit_all, const Dims& d, const Exec& exec, const char* fn) {
+void launch_step_cursor(const ReplayArgs& a, bool commit_all, const Dims& d, const Exec& exec, const char* fn,
+                        int op = CUR_STEP) {
   CursorArgs c;
   c.rings = a.rings;
   c.slot = a.slot;
   c.pad = a.pad;
   c.S = d.S;
   c.acc = a.acc;
-  c.op = CUR_STEP;
+  c.op = op;
   c.commit_all = commit_all;
   c.T = a.T;
   c.n = int(d.B);
   c.status = exec.device_status;
   launch_cursor(c, exec, /*after_step=*/true);
   cuda_util::check_launch(fn);
+}
+
+// The T = 1 replay step at small batches, eager (decode1.cuh, EAGER): each
+// row folds its committed records (after the fused commit) and its token into
+// the checkpoint, read-update-write as the baseline decode, and its ring ends
+// empty (CUR_EAGER). Plain pools with commit_all only: a dual pool's copy
+// would be repacked every step, and an uncommitted token cannot be folded.
+// One value head per block (the fold vectors of one head in shared memory).
+void run_eager(const char* fn, const ReplayArgs& ra, DType sd, const Dims& d, const Exec& exec) {
+  RecArgs a;
+  a.in = ra.in;
+  a.st = ra.st;
+  a.rings = ra.rings;
+  a.mode = REC_DECODE;
+  a.slot = ra.slot;
+  a.pad = ra.pad;
+  a.S = ra.S;
+  a.acc = ra.acc;
+  a.T = 1;
+  a.lpr = ra.lpr;
+  a.status = ra.status;
+  const int nch = int(dtype_size(sd));
+  const int64_t G = d.HV / d.H;
+  DecodeTile t = decode1_tile(d.B, d.H, G, d.V, a.lpr, nch, sm_count(), is_kda(d));
+  t.nh = 1;
+  t.kpb = 1;
+  a.nh = 1;
+  a.vt = t.vt;
+  a.vtiles = int((d.V + t.vt - 1) / t.vt);
+  a.kpb = 1;
+  const int rpp = DECODE1_THREADS / a.lpr;
+  const size_t smem = size_t(decode1_layout(is_kda(d), int(d.K), 1, t.vt, nch, (t.vt + rpp - 1) / rpp, 1, int(d.L)).total) * 4;
+  check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda eager step's shared memory");
+  const Launch l = launch_of(unsigned(G * a.vtiles), unsigned(d.H), unsigned(d.B), DECODE1_THREADS, smem, exec);
+  dispatch<Decode1EagerOp>(sd, is_kda(d), a, l);
+  cuda_util::check_launch(fn);
+  launch_step_cursor(ra, true, d, exec, fn, CUR_EAGER);
 }
 
 // The replay step (data kernel + cursor kernel). With `dual`, the kernels
@@ -718,6 +768,10 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
   }
   const bool kda = is_kda(d);
   const int64_t G = d.HV / d.H;
+  if (a.T == 1 && !dual && commit_all && d.B <= eager_rows()) {  // small batches: eager (decode1.cuh)
+    run_eager(fn, a, sd, d, exec);
+    return;
+  }
   if (a.T == 1) {  // plain decode: staged streaming kernel (replay1.cuh)
     a.d_vec = vec4(pool.ring_d, d.V);
     a.k_vec = vec4(pool.ring_k, d.K);

@@ -93,7 +93,7 @@ struct RecArgs {
   Index slot;        // [B]
   int64_t pad = -1, S = 0;
   Index sidx;        // snapshot [B, T]
-  Index acc;         // snapshot num_accepted [B] (p null: 1)
+  Index acc;         // snapshot / eager step num_accepted [B] (p null: 1 / none)
   Index cu;          // prefill cu_seqlens [B + 1]
   Index init;        // prefill initial [B] (p null: 0)
   int T = 0;         // decode / snapshot tokens per row
@@ -207,7 +207,7 @@ struct DualArgs {
 
 // Cursor updates after the data kernels of one call (a separate launch, so
 // no block of the data kernel can see a half-updated cursor).
-enum CursorOp : int { CUR_STEP = 0, CUR_COMMIT = 1, CUR_FLUSH = 2, CUR_PREFILL = 3 };
+enum CursorOp : int { CUR_STEP = 0, CUR_COMMIT = 1, CUR_FLUSH = 2, CUR_PREFILL = 3, CUR_EAGER = 4 };
 struct CursorArgs {
   Rings rings;
   Index slot;

@@ -374,6 +374,87 @@ TEST(DeltaGpu, Bf16StateReadsMatchCpuBeforeAFlush) {
   }
 }
 
+// Eager T = 1 steps (REPLAYSSM_EAGER_ROWS=4: batches of at most 4 rows fold
+// their records and token into the checkpoint, delta_launch.cu run_eager)
+// mixed with replay steps of 8 rows and speculative windows on one pool,
+// against the fp64 reference (which replays): a small batch from empty rings
+// (steady state), then 8 rows on the replay kernels (records accumulate), the
+// small batch again (its first step folds them), a T = 3 window and an eager
+// step that commits it (num_accepted), and 8 rows again. Outputs every step;
+// materialised states of all 8 rows after each phase; after an eager step its
+// rows' cursors hold no records (the eager path ran). Pad row in the small
+// batch; L = 4, so the replay phases flush.
+void eager_run(const Cfg& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t S = 10, L = 4, Tm = 3;
+  Pool pool(c, S, L, Tm, rng);
+  std::vector<int64_t> ids(static_cast<size_t>(S));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  Pair small, large;
+  small.h = index_tensor({ids[0], -1, ids[1]});
+  small.upload();
+  large.h = index_tensor(std::vector<int64_t>(ids.begin(), ids.begin() + 8));
+  large.upload();
+  auto step = [&](const Pair& slot, int64_t B, int64_t T, const Pair* acc) {
+    Inputs in(c, {B, T}, rng);
+    const bool commit_all = T == 1;
+    delta_replay_step(c.f, in.step(false, slot, -1), pool.view(false), acc ? acc->ht() : Tensor{}, commit_all, ref_exec());
+    delta_replay_step(c.f, in.step(true, slot, -1), pool.view(true), acc ? acc->dt() : Tensor{}, commit_all, cuda_exec());
+    sync();
+    expect_close(in.o.fetch(), in.o.h, tol(c), "o");
+  };
+  auto states = [&](const char* what) {
+    Pair out;
+    out.make(DType::f32, {8, c.s.HV, c.s.V, c.s.K});
+    out.h.fill_nan();
+    out.upload();
+    delta_materialize(c.f, pool.view(false), large.ht(), -1, out.ht(), ref_exec());
+    delta_materialize(c.f, pool.view(true), large.dt(), -1, out.dt(), cuda_exec());
+    sync();
+    expect_close(out.fetch(), out.h, tol(c), std::string("materialized after ") + what);
+  };
+  auto emptied = [&](const char* what) {  // the small batch's rows after an eager step
+    const HostTensor cur = pool.cur.fetch();
+    for (int64_t r : {ids[0], ids[1]}) EXPECT_EQ(cur.get(r * 3 + 1), 0.0) << what << ": slot " << r << " holds records";
+  };
+  for (int i = 0; i < 5; ++i) step(small, 3, 1, nullptr);
+  emptied("steady state");
+  states("eager steps from empty rings");
+  for (int i = 0; i < 3; ++i) step(large, 8, 1, nullptr);
+  states("replay steps");
+  for (int i = 0; i < 3; ++i) {
+    step(small, 3, 1, nullptr);
+    if (i == 0) emptied("the fold of the replay steps' records");
+  }
+  states("eager steps after replay");
+  step(small, 3, Tm, nullptr);  // a window (replay kernels), committed by the next eager step
+  Pair acc;
+  acc.make(DType::i32, {3});
+  for (int64_t b = 0; b < 3; ++b) acc.h.set(b, double(1 + int64_t(rng() % Tm)));
+  acc.upload();
+  step(small, 3, 1, &acc);
+  emptied("an eager step committing a window");
+  states("a committed window");
+  for (int i = 0; i < 5; ++i) step(large, 8, 1, nullptr);
+  states("replay after eager");
+}
+
+TEST(DeltaGpu, EagerSmallBatch) {
+  RSSM_SKIP_WITHOUT_GPU();
+  ScopedEnv eager("REPLAYSSM_EAGER_ROWS", "4");
+  const Cfg cfgs[] = {{DeltaFamily::gdn, {16, 64, 128, 128}},
+                      {DeltaFamily::gdn, {2, 6, 128, 64}, DType::bf16},
+                      {DeltaFamily::kda, {32, 32, 128, 128}},
+                      {DeltaFamily::kda, {2, 2, 128, 128}, DType::f16}};
+  uint32_t seed = 1500;
+  for (const Cfg& c : cfgs) {
+    SCOPED_TRACE(name(c));
+    eager_run(c, seed++);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 // The dimensions of a T = 1 step at K = V = 128 (the launch-choice tests).
 delta::Dims t1_dims(DeltaFamily f, int64_t H, int64_t HV, int64_t B, int64_t L) {
   delta::Dims d;
