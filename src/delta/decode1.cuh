@@ -13,8 +13,12 @@
 // run_eager): the same read-update-write on a replay pool's checkpoint,
 // after folding the row's committed records into it (S_h = E0 ⊙ S_0 +
 // Σ_j d_j FV[j]ᵀ, recurrent.cuh fold_prep / fold_row; none in the steady
-// state), so the token's record is not appended and the ring ends empty
-// (the cursor kernel's CUR_EAGER after the step). One value head per block.
+// state), so the token's record is not appended and the ring ends empty.
+// The cursor changes only on rows that held records (or a pending window):
+// there every block counts itself in a.ctr[b] after reading it and the last
+// one writes {start + count, 0, 0} (no block can read it after that); without
+// counters the cursor kernel's CUR_EAGER does it after the step. One value
+// head per block.
 #pragma once
 #include "delta/heuristics.h"
 #include "delta/recurrent.cuh"
@@ -110,6 +114,22 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
     }
     n_fold = c.count;
     fold_start = c.start;
+    // rows whose cursor changes (records to fold; a committed window has
+    // some): the last block of the row resets it
+    if (a.ctr && n_fold > 0) {
+      __syncthreads();  // every thread has read the cursor
+      if (tid == 0) {
+        __threadfence();
+        const unsigned nblk = gridDim.x * gridDim.y;
+        if (atomicAdd(a.ctr + b, 1u) == nblk - 1) {
+          int32_t* p = a.rings.cur + s * a.rings.c0;
+          p[0] = ring_pos(c.start, c.count, a.rings.R);
+          p[a.rings.c1] = 0;
+          p[2 * a.rings.c1] = 0;
+          a.ctr[b] = 0;
+        }
+      }
+    }
   }
 
   float* KN = sm + lay.kn;  // [KPB][AK] k̂

@@ -104,6 +104,10 @@ struct RecArgs {
   int vtiles = 1;    // T = 1 decode kernel: ceil(V / vt)
   int kpb = 1;       // T = 1 decode kernel: key heads per block (> 1 only when G = 1: one per value head)
   int32_t* status = nullptr;
+  // Eager replay step (decode1.cuh, EAGER): per-row arrival counters [B]
+  // (zero between launches); the row's last block resets its cursor. Null:
+  // the cursor kernel does it after the step.
+  unsigned* ctr = nullptr;
 };
 
 // Replay step (and its fused flush).

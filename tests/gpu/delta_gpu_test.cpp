@@ -383,7 +383,9 @@ TEST(DeltaGpu, Bf16StateReadsMatchCpuBeforeAFlush) {
 // step that commits it (num_accepted), and 8 rows again. Outputs every step;
 // materialised states of all 8 rows after each phase; after an eager step its
 // rows' cursors hold no records (the eager path ran). Pad row in the small
-// batch; L = 4, so the replay phases flush.
+// batch; L = 4, so the replay phases flush. Last, a captured eager step
+// replayed after replay steps. Both ways of resetting the cursors
+// (REPLAYSSM_EAGER_CTR).
 void eager_run(const Cfg& c, uint32_t seed) {
   std::mt19937 rng(seed);
   const int64_t S = 10, L = 4, Tm = 3;
@@ -438,6 +440,25 @@ void eager_run(const Cfg& c, uint32_t seed) {
   states("a committed window");
   for (int i = 0; i < 5; ++i) step(large, 8, 1, nullptr);
   states("replay after eager");
+  // Captured: an eager step on the graph's stream first (its counters exist
+  // before the capture), replay steps of 8 rows (records again), then the
+  // captured eager step replayed 6 times (the first folds them).
+  CapturedGraph g;
+  Inputs gin(c, {3, 1}, rng);
+  const Exec ge = g.exec(cuda_exec());
+  delta_replay_step(c.f, gin.step(false, small, -1), pool.view(false), Tensor{}, true, ref_exec());
+  delta_replay_step(c.f, gin.step(true, small, -1), pool.view(true), Tensor{}, true, ge);
+  RSSM_CUDA_OK(cudaStreamSynchronize(g.stream()));
+  for (int i = 0; i < 2; ++i) step(large, 8, 1, nullptr);
+  g.capture([&] { delta_replay_step(c.f, gin.step(true, small, -1), pool.view(true), Tensor{}, true, ge); });
+  for (int r = 0; r < 6; ++r) {
+    SCOPED_TRACE("graph replay " + std::to_string(r));
+    delta_replay_step(c.f, gin.step(false, small, -1), pool.view(false), Tensor{}, true, ref_exec());
+    g.replay();
+    expect_close(gin.o.fetch(), gin.o.h, tol(c), "o");
+    if (r == 0) emptied("a captured eager step");
+  }
+  states("graph replays");
 }
 
 TEST(DeltaGpu, EagerSmallBatch) {
@@ -447,11 +468,14 @@ TEST(DeltaGpu, EagerSmallBatch) {
                       {DeltaFamily::gdn, {2, 6, 128, 64}, DType::bf16},
                       {DeltaFamily::kda, {32, 32, 128, 128}},
                       {DeltaFamily::kda, {2, 2, 128, 128}, DType::f16}};
-  uint32_t seed = 1500;
-  for (const Cfg& c : cfgs) {
-    SCOPED_TRACE(name(c));
-    eager_run(c, seed++);
-    if (::testing::Test::HasFailure()) return;
+  for (const char* ctr : {"1", "0"}) {  // the row's last block resets its cursor / the cursor kernel does
+    ScopedEnv counters("REPLAYSSM_EAGER_CTR", ctr);
+    uint32_t seed = 1500;
+    for (const Cfg& c : cfgs) {
+      SCOPED_TRACE(name(c) + ", REPLAYSSM_EAGER_CTR=" + ctr);
+      eager_run(c, seed++);
+      if (::testing::Test::HasFailure()) return;
+    }
   }
 }
 
