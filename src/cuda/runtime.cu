@@ -2,6 +2,7 @@
 // error translation, and the check that the current GPU is covered by the
 // build's architectures.
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -97,6 +98,31 @@ std::vector<int8_t> probe_result;
 int env_int(const char* name, int dflt) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : dflt;
+}
+
+unsigned* row_counters(const char* fn, long long rows, void* stream) {
+  if (env_int("REPLAYSSM_EAGER_CTR", 1) == 0) return nullptr;
+  struct Buf {
+    unsigned* p = nullptr;
+    long long n = 0;
+  };
+  static std::mutex mu;
+  static std::map<std::pair<int, void*>, Buf> bufs;
+  int dev = 0;
+  check(cudaGetDevice(&dev), fn, "row counters");
+  std::lock_guard<std::mutex> lock(mu);
+  Buf& b = bufs[{dev, stream}];
+  if (b.n < rows) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    (void)cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &cs);
+    if (cs != cudaStreamCaptureStatusNone) return nullptr;
+    const long long n = rows > 64 ? rows : 64;
+    void* p = nullptr;
+    check(cudaMalloc(&p, size_t(n) * sizeof(unsigned)), fn, "row counters");
+    check(cudaMemset(p, 0, size_t(n) * sizeof(unsigned)), fn, "row counters");
+    b = Buf{static_cast<unsigned*>(p), n};  // the previous buffer stays allocated (captured graphs)
+  }
+  return b.p;
 }
 
 void require_supported_device(const char* fn) {

@@ -16,4 +16,14 @@ void require_supported_device(const char* fn);
 // for tests and measurements), else dflt.
 int env_int(const char* name, int dflt);
 
+// Per-row arrival counters of the eager replay steps (delta decode1.cuh,
+// mamba2 decode_kernel.cuh): at least `rows` unsigned words of device memory,
+// zero between launches (every launch returns the ones it used to zero), one
+// buffer per (device, stream), zeroed when allocated. Null while `stream` is
+// capturing and the buffer would have to grow (callers then reset cursors
+// with their cursor kernels), or with REPLAYSSM_EAGER_CTR=0 (measurements).
+// A graph keeps the buffer of its capture stream: two launches that use one
+// buffer must not run concurrently.
+unsigned* row_counters(const char* fn, long long rows, void* stream);
+
 }  // namespace replayssm::cuda_util

@@ -691,42 +691,11 @@ void launch_step_cursor(const ReplayArgs& a, bool commit_all, const Dims& d, con
   cuda_util::check_launch(fn);
 }
 
-// Arrival counters of the eager step (RecArgs::ctr): a per-stream library
-// buffer of at least `rows` zeroed counters (they return to zero after every
-// launch). Null while a capture would have to allocate it (the cursor kernel
-// then resets the cursors) or with REPLAYSSM_EAGER_CTR=0 (measurements). A
-// graph keeps the buffer of its capture stream: two launches of eager steps
-// that use one buffer must not run concurrently.
-unsigned* eager_counters(const char* fn, int64_t rows, const Exec& exec) {
-  if (env_int("REPLAYSSM_EAGER_CTR", 1) == 0) return nullptr;
-  struct Buf {
-    unsigned* p = nullptr;
-    int64_t n = 0;
-  };
-  static std::mutex mu;
-  static std::map<std::pair<int, void*>, Buf> bufs;
-  int dev = 0;
-  cuda_util::check(cudaGetDevice(&dev), fn, "eager counters");
-  std::lock_guard<std::mutex> lock(mu);
-  Buf& b = bufs[{dev, exec.stream}];
-  if (b.n < rows) {
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    (void)cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(exec.stream), &cs);
-    if (cs != cudaStreamCaptureStatusNone) return nullptr;
-    const int64_t n = std::max<int64_t>(rows, 64);
-    void* p = nullptr;
-    cuda_util::check(cudaMalloc(&p, size_t(n) * sizeof(unsigned)), fn, "eager counters");
-    cuda_util::check(cudaMemset(p, 0, size_t(n) * sizeof(unsigned)), fn, "eager counters");
-    b = Buf{static_cast<unsigned*>(p), n};  // the previous buffer stays allocated (captured graphs)
-  }
-  return b.p;
-}
-
 // The T = 1 replay step at small batches, eager (decode1.cuh, EAGER): each
 // row folds its committed records (after the fused commit) and its token into
 // the checkpoint, read-update-write as the baseline decode, and its ring ends
-// empty (the row's last block resets the cursor, eager_counters; else the
-// cursor kernel's CUR_EAGER after the step). Plain pools with commit_all only: a dual pool's copy
+// empty (the row's last block resets the cursor, cuda_util::row_counters;
+// else the cursor kernel's CUR_EAGER after the step). Plain pools with commit_all only: a dual pool's copy
 // would be repacked every step, and an uncommitted token cannot be folded.
 // One value head per block (the fold vectors of one head in shared memory).
 void run_eager(const char* fn, const ReplayArgs& ra, DType sd, const Dims& d, const Exec& exec) {
@@ -742,7 +711,7 @@ void run_eager(const char* fn, const ReplayArgs& ra, DType sd, const Dims& d, co
   a.T = 1;
   a.lpr = ra.lpr;
   a.status = ra.status;
-  a.ctr = eager_counters(fn, d.B, exec);
+  a.ctr = cuda_util::row_counters(fn, d.B, exec.stream);
   const int nch = int(dtype_size(sd));
   const int64_t G = d.HV / d.H;
   DecodeTile t = decode1_tile(d.B, d.H, G, d.V, a.lpr, nch, sm_count(), is_kda(d));

@@ -23,6 +23,10 @@ __global__ void mamba2_cursor_kernel(const Params p) {
     if (step_row_plan(p, b, &slot, &plan, &bits) == ROW_OK) {
       RingCursor next = plan.next;
       if (p.commit_all) ring_commit(next, p.T);
+      if (p.eager) {  // the committed records and the token were folded (decode_kernel.cuh)
+        const int n = plan.flush ? plan.fold_count : plan.hist_count;
+        next = RingCursor{ring_pos(plan.flush ? plan.fold_start : plan.hist_start, n, p.R), 0, 0};
+      }
       store_cursor(p, slot, next);
     }
   } else {

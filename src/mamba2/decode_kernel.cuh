@@ -14,18 +14,35 @@
 // shared memory in one round trip (kernel_common.cuh::batched) while they are
 // in flight. The stream keeps stages − 1 passes ahead; every state access is
 // a streaming (evict-first) 16-byte access.
+//
+// EAGER (T = 1 replay step at small batches, launch.cu): the same
+// read-update-write on a replay pool's checkpoint, each row folded first with
+// the slot's committed records (after a fused commit; slot_kernels.cuh
+// stage_fold / fold_row; none in the steady state), so the token's record is
+// not appended and the ring ends empty: rows whose cursor changes count their
+// blocks in p.ctr and the last one resets it (else the cursor kernel does).
 #pragma once
 #include "mamba2/kernel_common.cuh"
+#include "mamba2/slot_kernels.cuh"
 
 namespace replayssm::mamba2::kern {
 
-template <DType SD, DType AD, int VPL>
+// Eager fold of a row before its token: n records from ring position start
+// (stage_fold's arrays).
+struct EagerFold {
+  int n = 0, start = 0;
+  const float* Bs = nullptr;
+  const float* fw = nullptr;
+  const float* fdec = nullptr;
+};
+
+template <DType SD, DType AD, int VPL, bool EAGER>
 __device__ __forceinline__ void decode_pass(const Params& p, const BlockPos& bp, const Lane& l,
                                             typename Traits<SD>::type* base_state, int64_t src,
                                             int64_t b, bool snap, const int64_t* dsts,
                                             const float* Bs, const float* Cs, const float* Ah,
                                             const float* dl, const float* Dh, const float* xs,
-                                            const float* zs, int q, const uint4* stg) {
+                                            const float* zs, int q, const uint4* stg, const EagerFold& ef) {
   constexpr int VEC = VecOf<SD>::value;
   const int T = p.T, ns = p.ns, N = p.N;
   const int r = q * l.nrg + l.rg;
@@ -36,6 +53,8 @@ __device__ __forceinline__ void decode_pass(const Params& p, const BlockPos& bp,
   float f[VPL][VEC];
 #pragma unroll
   for (int k = 0; k < VPL; ++k) widen<SD>(stg[k * KERNEL_THREADS], f[k]);
+  if (EAGER && ef.n > 0 && in)
+    fold_row<AD, VPL, VEC>(p, src, ef.start, ef.n, hl, h, pr, l.lr, ef.Bs, ef.fw, ef.fdec, f);
   for (int t = 0; t < T; ++t) {
     const int o = (hl * T + t) * p.np + pp;
     const float xv = xs[o];
@@ -65,7 +84,7 @@ __device__ __forceinline__ void decode_pass(const Params& p, const BlockPos& bp,
   }
 }
 
-template <DType SD, DType AD, int VPL>
+template <DType SD, DType AD, int VPL, bool EAGER = false>
 // The state stream lives in shared-memory stages (no registers held by loads
 // in flight).
 __global__ void __launch_bounds__(KERNEL_THREADS, DECODE_BLOCKS_PER_SM)
@@ -87,7 +106,13 @@ mamba2_decode_kernel(const Params p) {
   int32_t bits = 0;
   int st = ROW_OK;
   int64_t src = 0;
-  if (!snap) {
+  EagerFold ef;
+  if (EAGER) {
+    StepPlan plan{};
+    st = step_row_plan(p, b, &src, &plan, &bits);
+    ef.n = plan.flush ? plan.fold_count : plan.hist_count;
+    ef.start = plan.flush ? plan.fold_start : plan.hist_start;
+  } else if (!snap) {
     src = row_slot(p, b);
     st = check_slot(p, src, &bits);
   } else if (cuda_util::load_index(p.sidx, p.sidx_dtype, b * p.sidx_b) == p.pad) {
@@ -110,6 +135,16 @@ mamba2_decode_kernel(const Params p) {
   st_t* base_state = static_cast<st_t*>(p.state);
   st_t* S = base_state + src * p.st_s;
   for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
+  if (EAGER && p.ctr && ef.n > 0) {  // the cursor changes: the row's last block resets it
+    __syncthreads();                 // (every thread has read it)
+    if (threadIdx.x == 0) {
+      __threadfence();
+      if (atomicAdd(p.ctr + b, 1u) == gridDim.x * gridDim.y - 1) {
+        store_cursor(p, src, RingCursor{ring_pos(ef.start, ef.n, p.R), 0, 0});
+        p.ctr[b] = 0;
+      }
+    }
+  }
 
   // Shared memory carve-up (heuristics.h::decode_smem_floats).
   int64_t* dsts = reinterpret_cast<int64_t*>(sm);  // [T] snapshot destinations (4T floats)
@@ -160,12 +195,21 @@ mamba2_decode_kernel(const Params p) {
         (isz ? zs : xs)[(hl * T + t) * p.np + pp] = v;
       });
   __syncthreads();
+  if (EAGER && ef.n > 0) {  // fold arrays after zs (launch.cu: eager shared memory)
+    float* fB = zs + p.nh * T * p.np;
+    float* fw = fB + int64_t(p.L) * ns;
+    float* fdec = fw + int64_t(p.nh) * p.L;
+    stage_fold<AD>(p, bp, src, ef.start, ef.n, fB, fw, fdec);  // (syncs)
+    ef.Bs = fB;
+    ef.fw = fw;
+    ef.fdec = fdec;
+  }
 
   for (int q = 0; q < npass; ++q) {
     issue_pass<SD, VPL>(p, bp, l, S, q + nstages - 1, npass, stages, nstages, pol);
     cp_async_wait(nstages - 1);  // pass q has landed
-    decode_pass<SD, AD, VPL>(p, bp, l, base_state, src, b, snap, dsts, Bs, Cs, Ah, dl, Dh, xs, zs,
-                             q, stage_slot<VPL>(stages, q % nstages, 0));
+    decode_pass<SD, AD, VPL, EAGER>(p, bp, l, base_state, src, b, snap, dsts, Bs, Cs, Ah, dl, Dh, xs, zs,
+                                    q, stage_slot<VPL>(stages, q % nstages, 0), ef);
   }
 }
 

@@ -303,6 +303,12 @@ RSSM_M2_HD int64_t packed_scale_smem(int64_t nh, int64_t np, int64_t srb) {
   return nh * packed_scale_seg(np, srb) + align16(4 * nh);
 }
 
+// The T = 1 replay step is eager up to EAGER_MAX_ROWS rows (launch.cu
+// replay_step: the baseline's read-update-write on the checkpoint, the slot's
+// records folded first, the ring left empty; delta/heuristics.h has the
+// same): 0 (off) until measured on the GPU; REPLAYSSM_EAGER_ROWS sets it.
+inline constexpr int EAGER_MAX_ROWS = 0;
+
 inline int64_t decode_smem_floats(int64_t T, int64_t ns, int64_t nh, int64_t np) {
   return 4 * T + 2 * ns * T + 2 * nh * T + nh + 2 * nh * T * np;
 }

@@ -56,6 +56,12 @@ struct Params {
   const void* cu = nullptr; DType cu_dtype = DType::i32; int64_t cu_s = 0;
   const int32_t* initial = nullptr; int64_t init_s = 0;
   bool commit_all = false;
+  // Eager replay step (T = 1, decode_kernel.cuh EAGER): the row's committed
+  // records and its token are folded into the checkpoint and the ring ends
+  // empty; ctr: per-row arrival counters (cuda_util::row_counters), the
+  // row's last block resets its cursor; null: the cursor kernel does.
+  bool eager = false;
+  unsigned* ctr = nullptr;
   // pool
   void* state = nullptr; int64_t st_s = 0, st_h = 0, st_p = 0;
   void* rx = nullptr; int64_t rx_s = 0, rx_r = 0, rx_h = 0;

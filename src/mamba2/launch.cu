@@ -233,7 +233,10 @@ int hot_unroll(const RowGeometry&) { return 1; }
 void launch_decode_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec) {
   const DeviceInfo info = device_info(fn);
   const RowGeometry g = hot(fn, p, state);
-  auto smem = [&](int64_t nh, int64_t np) { return 4 * decode_smem_floats(p.T, g.ns, nh, np); };
+  // (eager steps: the fold's arrays after the token's, fold_smem_floats)
+  auto smem = [&](int64_t nh, int64_t np) {
+    return 4 * (decode_smem_floats(p.T, g.ns, nh, np) + (p.eager ? fold_smem_floats(p.L, g.ns, nh) : 0));
+  };
   const int rpp = rows_per_pass(g, hot_unroll(g));
   const Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(HOT_PASSES) * rpp);
   p.stages = hot_stages(smem(t.nh, t.np), info.smem_per_sm, DECODE_BLOCKS_PER_SM);
@@ -491,6 +494,16 @@ void replay_step(const Mamba2Step& step, const Mamba2Pool& pool, const Tensor& n
   set_accepted(p, num_accepted);
   p.jmax = p.L + p.T;
   if (pool.read_copy.defined()) return dual_replay_step(fn, p, pool, step.x.dtype, exec);
+  // Small batches: eager (decode_kernel.cuh, EAGER; records in the
+  // activation dtype, as the fold reads them)
+  if (p.T == 1 && commit_all && d.B <= cuda_util::env_int("REPLAYSSM_EAGER_ROWS", EAGER_MAX_ROWS) &&
+      pool.ring_x.dtype == step.x.dtype && pool.ring_B.dtype == step.x.dtype) {
+    p.eager = true;
+    p.ctr = cuda_util::row_counters(fn, d.B, exec.stream);
+    launch_decode_kernel(fn, p, pool.state.dtype, step.x.dtype, exec);
+    if (!p.ctr) launch_cursor(fn, p, Mode::step, exec);
+    return;
+  }
   if (replay1_fits(p, int(dtype_size(pool.state.dtype)))) {
     launch_replay1_kernel(fn, p, pool.state.dtype, step.x.dtype, exec);
     return launch_cursor(fn, p, Mode::step, exec);

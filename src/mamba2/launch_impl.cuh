@@ -42,7 +42,8 @@ template <int QF, DType AD> void launch_replay1_packed(const Params& p, const La
   run_kernel<mamba2_replay1_kernel<DType::bf16, AD, false, QF>>(p, c);
 }
 template <DType SD, DType AD> void launch_decode(const Params& p, const LaunchCfg& c) {
-  run_kernel<mamba2_decode_kernel<SD, AD, HOT_VPL>>(p, c);
+  if (p.eager) run_kernel<mamba2_decode_kernel<SD, AD, HOT_VPL, true>>(p, c);
+  else run_kernel<mamba2_decode_kernel<SD, AD, HOT_VPL>>(p, c);
 }
 // Slot operations are not on the per-token path: one VPL = 2 instance
 // serves every N (lanes with no second vector skip it).

@@ -397,6 +397,100 @@ TEST(Mamba2Gpu, SlotOperations) {
   }
 }
 
+// Eager T = 1 steps (REPLAYSSM_EAGER_ROWS=4: batches of at most 4 rows fold
+// the slot's records and the token into the checkpoint, launch.cu
+// replay_step) mixed with replay steps of 8 rows and a speculative window on
+// one pool, against the fp64 reference (which replays): the small batch from
+// empty rings, 8 rows (records accumulate), the small batch again (its first
+// step folds them), a T = 3 window committed by an eager step (num_accepted),
+// 8 rows again, then a captured eager step replayed after replay steps.
+// Outputs every step (pad row zero), materialised states of the 8 rows after
+// each phase, and after eager steps their rows' cursors hold no records.
+// Both ways of resetting the cursors (REPLAYSSM_EAGER_CTR).
+void eager_run(std::mt19937& rng, const Shape& s, const Dtypes& d, const std::string& what) {
+  const double t = tol(d.state, d.act);
+  const int64_t S = 10, L = 4, Tm = 3;
+  Pool pool(rng, S, s, d, L, Tm);
+  const std::vector<int64_t> small = {3, -1, 7}, large = {3, 7, 0, 1, 2, 4, 5, 6};
+  auto step = [&](const std::vector<int64_t>& rows, int64_t T, const HostTensor* acc, const std::string& at) {
+    const int64_t B = int64_t(rows.size());
+    Step st(rng, B, T, s, d, rows, true, pool.layer);
+    const bool commit_all = T == 1;
+    mamba2_replay_step(st.host(), pool.host(), acc ? acc->t() : Tensor{}, commit_all, ref_exec());
+    DeviceStatus ds;
+    DeviceTensor dacc;
+    if (acc) dacc.upload(*acc);
+    mamba2_replay_step(st.dev(), pool.dev(), acc ? dacc.t() : Tensor{}, commit_all, ds.exec());
+    EXPECT_EQ(ds.read(), 0) << what << " " << at;
+    const HostTensor y = download(st.dy);
+    EXPECT_LE(err(y, st.y), t) << what << " " << at;
+    if (rows[1] == -1) expect_pad_zero(y, 1, T * s.H * s.P, what + " " + at);
+  };
+  auto states = [&](const std::string& at) {
+    HostTensor slots = index_tensor(large);
+    const DeviceTensor dslots(slots);
+    HostTensor out(DType::f32, {8, s.H, s.P, s.N});
+    out.fill(0.0);
+    DeviceTensor dout(out);
+    mamba2_materialize(pool.host(), slots, -1, out, ref_exec());
+    mamba2_materialize(pool.dev(), dslots, -1, dout, Exec{Backend::cuda});
+    EXPECT_LE(err(download(dout), out), t) << what << ": materialized after " << at;
+  };
+  auto emptied = [&](const std::string& at) {
+    const HostTensor cur = download(pool.dcursor);
+    for (int64_t r : {small[0], small[2]}) EXPECT_EQ(cur.get(r * 3 + 1), 0.0) << what << " " << at << ": slot " << r;
+  };
+  for (int i = 0; i < 5; ++i) step(small, 1, nullptr, "eager from empty rings");
+  states("eager steps from empty rings");
+  for (int i = 0; i < 3; ++i) step(large, 1, nullptr, "replay");
+  states("replay steps");
+  for (int i = 0; i < 3; ++i) {
+    step(small, 1, nullptr, "eager after replay");
+    if (i == 0) emptied("the fold of the replay steps' records");
+  }
+  states("eager steps after replay");
+  step(small, Tm, nullptr, "a window");
+  HostTensor acc(DType::i32, {3});
+  std::uniform_int_distribution<int> a(1, int(Tm));
+  for (int64_t b = 0; b < 3; ++b) acc.set(b, a(rng));
+  step(small, 1, &acc, "eager commit of the window");
+  emptied("an eager step committing a window");
+  states("a committed window");
+  for (int i = 0; i < 5; ++i) step(large, 1, nullptr, "replay after eager");
+  states("replay after eager");
+  // captured (the graph stream's counters exist before the capture)
+  CapturedGraph g;
+  Step gst(rng, 3, 1, s, d, small, true, pool.layer);
+  const Exec ge = g.exec(Exec{Backend::cuda});
+  mamba2_replay_step(gst.host(), pool.host(), Tensor{}, true, ref_exec());
+  mamba2_replay_step(gst.dev(), pool.dev(), Tensor{}, true, ge);
+  RSSM_CUDA_OK(cudaStreamSynchronize(g.stream()));
+  for (int i = 0; i < 2; ++i) step(large, 1, nullptr, "replay before the graph");
+  g.capture([&] { mamba2_replay_step(gst.dev(), pool.dev(), Tensor{}, true, ge); });
+  for (int r = 0; r < 6; ++r) {
+    mamba2_replay_step(gst.host(), pool.host(), Tensor{}, true, ref_exec());
+    g.replay();
+    EXPECT_LE(err(download(gst.dy), gst.y), t) << what << " graph replay " << r;
+    if (r == 0) emptied("a captured eager step");
+  }
+  states("graph replays");
+}
+
+TEST(Mamba2Gpu, EagerSmallBatch) {
+  RSSM_SKIP_WITHOUT_GPU();
+  ScopedEnv eager("REPLAYSSM_EAGER_ROWS", "4");
+  for (const char* ctr : {"1", "0"}) {  // the row's last block resets its cursor / the cursor kernel does
+    ScopedEnv counters("REPLAYSSM_EAGER_CTR", ctr);
+    std::mt19937 rng(91);
+    for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}}) {
+      for (const Shape& s : {Shape{128, 64, 128, 8}, ODD}) {
+        eager_run(rng, s, d, name(d) + " H" + std::to_string(s.H) + ", REPLAYSSM_EAGER_CTR=" + ctr);
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
+}
+
 // Step + commit captured once in a CUDA graph (fixed batch, fixed buffers),
 // replayed 240 times with new inputs and new acceptances uploaded into the
 // same device tensors between replays; outputs and checkpoint match the
