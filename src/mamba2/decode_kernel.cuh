@@ -139,7 +139,8 @@ mamba2_decode_kernel(const Params p) {
     __syncthreads();                 // (every thread has read it)
     if (threadIdx.x == 0) {
       __threadfence();
-      if (atomicAdd(p.ctr + b, 1u) == gridDim.x * gridDim.y - 1) {
+      // (the row's blocks: block_pos's pchunks × hchunks × G of a 1-D grid)
+      if (atomicAdd(p.ctr + b, 1u) == unsigned(p.pchunks * p.hchunks * p.G) - 1) {
         store_cursor(p, src, RingCursor{ring_pos(ef.start, ef.n, p.R), 0, 0});
         p.ctr[b] = 0;
       }
