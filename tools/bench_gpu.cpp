@@ -521,7 +521,9 @@ int run(int argc, char** argv) {
               r.mode = dual ? "dual" : "replay";
               if (dual) r.read = format_label(c->read_format);
               r.L = L;
-              r.flush_layout = aligned ? "aligned" : "spread";
+              // an eager T = 1 step (core/eager.h) moves the baseline's bytes
+              const bool eager = !dual && c->eager_step();
+              r.flush_layout = eager ? "eager" : aligned ? "aligned" : "spread";
               r.record = dtype_label(c->record_dtype());
               r.records = c->record_desc();
               c->prepare_replay(L, aligned, o.seed + uint64_t(L));
@@ -532,7 +534,7 @@ int run(int argc, char** argv) {
               r.flush_share = fs.flush_share;
               r.flush_peak = fs.flush_peak;
               r.hist_mean = fs.hist_mean;
-              r.bytes = dual ? dual_bytes_per_step(m, fs, B, 1) : replay_bytes_per_step(m, fs, B);
+              r.bytes = dual ? dual_bytes_per_step(m, fs, B, 1) : eager ? base_bytes : replay_bytes_per_step(m, fs, B);
               r.mem_bytes_per_row = dual ? c->dual_mem_bytes_per_row() : c->replay_mem_bytes_per_row();
               r.model_speedup = base_bytes / r.bytes;
               r.timing = time_steps([&](int64_t i) { c->step(true, i % nsets, exec); }, steps, stream, exec, o.target_ms);

@@ -10,6 +10,9 @@
 #include <stdexcept>
 
 #include "core/dtype.h"
+#include "core/eager.h"
+#include "delta/heuristics.h"
+#include "mamba2/heuristics.h"
 #include "presets.h"
 #include "replayssm/delta.h"
 #include "replayssm/dual.h"
@@ -406,6 +409,10 @@ class Mamba2Case final : public Case {
     m.copy = has_copy ? H * double(tile_bytes_) : 0;
     return m;
   }
+  bool eager_step() const override {
+    return replayssm::eager_step(B, s_.H * s_.P * s_.N * int64_t(dtype_size(state_dtype)), mamba2::EAGER_MAX_ROWS,
+                                 mamba2::EAGER_MAX_BYTES);
+  }
   int64_t replay_mem_bytes_per_row() const override {
     return mamba2_replay_bytes_per_row({s_.H, s_.P, s_.N, s_.G}, state_dtype, act, L, T);
   }
@@ -536,6 +543,10 @@ class DeltaCase final : public Case {
     m.copy = has_copy ? HV * double(tile_bytes_) : 0;
     m.dual_extra = HV * V * sa + HV * 4;  // v (as it arrived), β (fp32)
     return m;
+  }
+  bool eager_step() const override {
+    return replayssm::eager_step(B, s_.HV * s_.V * s_.K * int64_t(dtype_size(state_dtype)),
+                                 delta::cuda_impl::EAGER_MAX_ROWS, delta::cuda_impl::EAGER_MAX_BYTES);
   }
   int64_t replay_mem_bytes_per_row() const override {
     return delta_replay_bytes_per_row(f_, {s_.H, s_.HV, s_.K, s_.V}, state_dtype, act, d_dtype_, L, T);

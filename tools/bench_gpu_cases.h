@@ -129,6 +129,9 @@ class Case {
   // Synchronises, copies the outputs of the last step and checks them.
   bool outputs_finite(int64_t* nonzero) const;
   virtual ByteModel bytes() const = 0;
+  // Whether the library's T = 1 replay step of this case is eager
+  // (core/eager.h): it then moves the baseline's bytes.
+  virtual bool eager_step() const = 0;
   virtual int64_t replay_mem_bytes_per_row() const = 0;
   virtual std::string record_desc() const = 0;  // e.g. "x:bf16 dt:fp32 B:bf16"
   virtual DType record_dtype() const = 0;       // dtype of the main record

@@ -20,6 +20,8 @@
 // counters the cursor kernel's CUR_EAGER does it after the step. One value
 // head per block.
 #pragma once
+#include <type_traits>
+
 #include "delta/heuristics.h"
 #include "delta/recurrent.cuh"
 #include "delta/stream.cuh"
@@ -98,38 +100,14 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
     if (pi < np && rr < RB) ST::issue(STG, nthr, pi, row_ptr(rr), lane, lpr, K);
     cp_async_commit();
   }
-  // Eager: the row's committed records (after the fused commit) while the
-  // first rows are in flight; errors as the replay kernels report them.
-  int n_fold = 0, fold_start = 0;
+  // Eager: the row's cursor (and accepted count) load while the first rows
+  // and the token's inputs are in flight; they are used after the barrier
+  // below, so the load adds no round trip to the row's chain.
+  RingCursor cur{};
+  int32_t acc = 0;
   if constexpr (EAGER) {
-    RingCursor c = cursor_at(a.rings, s);
-    int status = 0;
-    if (!cursor_ok(a.rings, c)) status = STATUS_RING_OVERFLOW;
-    else if (a.acc.p) status = ring_commit(c, int32_t(idx_at(a.acc, b))) ? 0 : STATUS_BAD_ACCEPTED;
-    else if (c.pending != 0) status = STATUS_UNCOMMITTED;
-    if (status != 0) {
-      cp_async_wait_all();  // no copy outlives the block
-      if (reporter) cuda_util::report(a.status, status);
-      return;
-    }
-    n_fold = c.count;
-    fold_start = c.start;
-    // rows whose cursor changes (records to fold; a committed window has
-    // some): the last block of the row resets it
-    if (a.ctr && n_fold > 0) {
-      __syncthreads();  // every thread has read the cursor
-      if (tid == 0) {
-        __threadfence();
-        const unsigned nblk = gridDim.x * gridDim.y;
-        if (atomicAdd(a.ctr + b, 1u) == nblk - 1) {
-          int32_t* p = a.rings.cur + s * a.rings.c0;
-          p[0] = ring_pos(c.start, c.count, a.rings.R);
-          p[a.rings.c1] = 0;
-          p[2 * a.rings.c1] = 0;
-          a.ctr[b] = 0;
-        }
-      }
-    }
+    cur = cursor_at(a.rings, s);
+    if (a.acc.p) acc = int32_t(idx_at(a.acc, b));
   }
 
   float* KN = sm + lay.kn;  // [KPB][AK] k̂
@@ -178,6 +156,35 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
       }
   }
   __syncthreads();
+  // Eager: the committed records (after the fused commit; errors as the
+  // replay kernels report them). Rows whose cursor changes (records to fold;
+  // a committed window has some): the last block of the row resets it (every
+  // thread of this block read it before the barrier above).
+  int n_fold = 0, fold_start = 0;
+  if constexpr (EAGER) {
+    int status = 0;
+    if (!cursor_ok(a.rings, cur)) status = STATUS_RING_OVERFLOW;
+    else if (a.acc.p) status = ring_commit(cur, acc) ? 0 : STATUS_BAD_ACCEPTED;
+    else if (cur.pending != 0) status = STATUS_UNCOMMITTED;
+    if (status != 0) {
+      cp_async_wait_all();  // no copy outlives the block
+      if (reporter) cuda_util::report(a.status, status);
+      return;
+    }
+    n_fold = cur.count;
+    fold_start = cur.start;
+    if (a.ctr && n_fold > 0 && tid == 0) {
+      __threadfence();
+      const unsigned nblk = gridDim.x * gridDim.y;
+      if (atomicAdd(a.ctr + b, 1u) == nblk - 1) {
+        int32_t* p = a.rings.cur + s * a.rings.c0;
+        p[0] = ring_pos(cur.start, cur.count, a.rings.R);
+        p[a.rings.c1] = 0;
+        p[2 * a.rings.c1] = 0;
+        a.ctr[b] = 0;
+      }
+    }
+  }
   float* FV = sm + lay.fv;  // eager [L][K] fold vectors, E0 [K] (fold_prep)
   float* E0 = sm + lay.e0;
   if (EAGER && n_fold > 0) fold_prep<KDA>(a.rings, s, hv0, kh0, fold_start, n_fold, K, FV, E0);  // (syncs)
@@ -207,43 +214,52 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
   advance(hl, vl, grp);
   advance(hn, vn, P * rpp + grp);
   const int64_t o_base = int64_t(b) * in.o.sb + v0;
-  for (int pi = 0; pi < np; ++pi) {
-    const bool valid = hl < nh;
-    const int hc = valid ? hl : 0;
-    cp_async_wait<P - 1>();
-    RW row;
-    if (valid) ST::read(row, STG, nthr, pi, lane, lpr, K);
-    else row.zero();
-    if (EAGER && n_fold > 0 && valid) fold_row<SD>(row, a.rings, s, hv0, v0 + vl, fold_start, n_fold, K, FV, E0, lane, lpr);
-    float pk = ureg ? row.dot(uk) : row.dot(KDA ? KA + hc * K : KN + kx(hc) * AK, lane, lpr, K);
-    float pq = row.dot(KDA ? QA + hc * K : QN + kx(hc) * AK, lane, lpr, K);
-    {  // refill the stage just consumed
-      const int pn = pi + P;
-      if (pn < np && hn < nh)
-        ST::issue(STG, nthr, pn, state + int64_t(hv0 + hn) * a.st.s1 + int64_t(v0 + vn) * a.st.s2, lane, lpr, K);
-      cp_async_commit();
-      advance(hn, vn, rpp);
+  // The row stream; an eager step's rows with records to fold take their own
+  // instance, so the steady state's stream is the baseline's.
+  auto stream_rows = [&](auto fold) {
+    constexpr bool FOLD = decltype(fold)::value;
+    for (int pi = 0; pi < np; ++pi) {
+      const bool valid = hl < nh;
+      const int hc = valid ? hl : 0;
+      cp_async_wait<P - 1>();
+      RW row;
+      if (valid) ST::read(row, STG, nthr, pi, lane, lpr, K);
+      else row.zero();
+      if (FOLD && valid) fold_row<SD>(row, a.rings, s, hv0, v0 + vl, fold_start, n_fold, K, FV, E0, lane, lpr);
+      float pk = ureg ? row.dot(uk) : row.dot(KDA ? KA + hc * K : KN + kx(hc) * AK, lane, lpr, K);
+      float pq = row.dot(KDA ? QA + hc * K : QN + kx(hc) * AK, lane, lpr, K);
+      {  // refill the stage just consumed
+        const int pn = pi + P;
+        if (pn < np && hn < nh)
+          ST::issue(STG, nthr, pn, state + int64_t(hv0 + hn) * a.st.s1 + int64_t(v0 + vn) * a.st.s2, lane, lpr, K);
+        cp_async_commit();
+        advance(hn, vn, rpp);
+      }
+      pk = group_sum(pk, lpr);
+      pq = group_sum(pq, lpr);
+      const float alpha = KDA ? 1.f : SC[hc];
+      const float kq = SC[2 * nh + kx(hc)];
+      const float d = SC[nh + hc] * (VS[valid ? pi * rpp + grp : 0] - alpha * pk);
+      if (KDA) {
+        row.scale(AL + hc * K, lane, lpr, K);
+        row.axpy(d, KN + kx(hc) * AK, lane, lpr, K);
+      } else {
+        row.scale(alpha);
+        if (ureg) row.axpy(d, uk);
+        else row.axpy(d, KN + kx(hc) * AK, lane, lpr, K);
+      }
+      if (valid) {
+        row.store(state + int64_t(hv0 + hl) * a.st.s1 + int64_t(v0 + vl) * a.st.s2, lane, lpr, K);
+        if (lane == 0)
+          store_any(in.o.p, in.o.dt, o_base + int64_t(hv0 + hl) * in.o.sh + vl, alpha * pq + kq * d);
+      }
+      advance(hl, vl, rpp);
     }
-    pk = group_sum(pk, lpr);
-    pq = group_sum(pq, lpr);
-    const float alpha = KDA ? 1.f : SC[hc];
-    const float kq = SC[2 * nh + kx(hc)];
-    const float d = SC[nh + hc] * (VS[valid ? pi * rpp + grp : 0] - alpha * pk);
-    if (KDA) {
-      row.scale(AL + hc * K, lane, lpr, K);
-      row.axpy(d, KN + kx(hc) * AK, lane, lpr, K);
-    } else {
-      row.scale(alpha);
-      if (ureg) row.axpy(d, uk);
-      else row.axpy(d, KN + kx(hc) * AK, lane, lpr, K);
-    }
-    if (valid) {
-      row.store(state + int64_t(hv0 + hl) * a.st.s1 + int64_t(v0 + vl) * a.st.s2, lane, lpr, K);
-      if (lane == 0)
-        store_any(in.o.p, in.o.dt, o_base + int64_t(hv0 + hl) * in.o.sh + vl, alpha * pq + kq * d);
-    }
-    advance(hl, vl, rpp);
+  };
+  if constexpr (EAGER) {
+    if (n_fold > 0) return stream_rows(std::true_type{});
   }
+  stream_rows(std::false_type{});
 }
 
 }  // namespace replayssm::delta::cuda_impl

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/eager.h"
 #include "core/workspace.h"
 #include "cuda/common.cuh"
 #include "delta/backend.h"
@@ -208,9 +209,11 @@ Launch launch_of(unsigned x, unsigned y, unsigned z, int threads, size_t smem, c
 
 using cuda_util::env_int;
 
-// Rows up to which a T = 1 replay step is eager (run_eager; heuristics.h
-// EAGER_MAX_ROWS, REPLAYSSM_EAGER_ROWS overrides).
-int64_t eager_rows() { return env_int("REPLAYSSM_EAGER_ROWS", int(EAGER_MAX_ROWS)); }
+// Whether a T = 1 replay step is eager (run_eager; core/eager.h with
+// heuristics.h's EAGER_MAX_ROWS / EAGER_MAX_BYTES).
+bool eager(const Dims& d, DType state) {
+  return eager_step(d.B, d.HV * d.V * d.K * int64_t(dtype_size(state)), EAGER_MAX_ROWS, EAGER_MAX_BYTES);
+}
 
 // The one dispatch switch: (state dtype, family) → typed launch.
 template <template <DType, bool> class Op, class Args>
@@ -770,7 +773,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
   }
   const bool kda = is_kda(d);
   const int64_t G = d.HV / d.H;
-  if (a.T == 1 && !dual && commit_all && d.B <= eager_rows()) {  // small batches: eager (decode1.cuh)
+  if (a.T == 1 && !dual && commit_all && eager(d, sd)) {  // small batches: eager (decode1.cuh)
     run_eager(fn, a, sd, d, exec);
     return;
   }

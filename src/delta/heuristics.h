@@ -93,13 +93,13 @@ inline DecodeTile decode1_tile(int64_t B, int64_t H, int64_t G, int64_t V, int l
   return t;
 }
 
-// The T = 1 replay step is eager up to EAGER_MAX_ROWS rows (delta_launch.cu
-// run_eager: the baseline's read-update-write on the checkpoint, the row's
-// records folded first, the ring left empty): at batch 1 the replay kernel's
-// chain (slot → cursor → records → token → stream) takes 10.1 µs against the
-// baseline's 6.3 (GDN HV64 fp32, perf_notes_delta.md v28b, v29a). 0 (off)
-// until measured on the GPU; REPLAYSSM_EAGER_ROWS sets it.
-inline constexpr int EAGER_MAX_ROWS = 0;
+// T = 1 replay steps of at most EAGER_MAX_ROWS rows and EAGER_MAX_BYTES of
+// state are eager (core/eager.h; delta_launch.cu run_eager): at batch 1 the
+// replay kernel's chain (slot → cursor → records → token → stream) takes
+// 10.1 µs against the baseline's 6.3 (GDN HV64 fp32, perf_notes_delta.md
+// v28b, v29a), the eager step 6.7 (v30).
+inline constexpr int64_t EAGER_MAX_ROWS = 3;
+inline constexpr int64_t EAGER_MAX_BYTES = int64_t(6) << 20;
 
 // Replay step: 256 threads, each lane group walks rows of its block with the
 // next row prefetched into registers while the current one is reduced.

@@ -22,6 +22,8 @@
 // not appended and the ring ends empty: rows whose cursor changes count their
 // blocks in p.ctr and the last one resets it (else the cursor kernel does).
 #pragma once
+#include <type_traits>
+
 #include "mamba2/kernel_common.cuh"
 #include "mamba2/slot_kernels.cuh"
 
@@ -36,7 +38,7 @@ struct EagerFold {
   const float* fdec = nullptr;
 };
 
-template <DType SD, DType AD, int VPL, bool EAGER>
+template <DType SD, DType AD, int VPL, bool FOLD>
 __device__ __forceinline__ void decode_pass(const Params& p, const BlockPos& bp, const Lane& l,
                                             typename Traits<SD>::type* base_state, int64_t src,
                                             int64_t b, bool snap, const int64_t* dsts,
@@ -53,7 +55,7 @@ __device__ __forceinline__ void decode_pass(const Params& p, const BlockPos& bp,
   float f[VPL][VEC];
 #pragma unroll
   for (int k = 0; k < VPL; ++k) widen<SD>(stg[k * KERNEL_THREADS], f[k]);
-  if (EAGER && ef.n > 0 && in)
+  if (FOLD && in)
     fold_row<AD, VPL, VEC>(p, src, ef.start, ef.n, hl, h, pr, l.lr, ef.Bs, ef.fw, ef.fdec, f);
   for (int t = 0; t < T; ++t) {
     const int o = (hl * T + t) * p.np + pp;
@@ -106,13 +108,7 @@ mamba2_decode_kernel(const Params p) {
   int32_t bits = 0;
   int st = ROW_OK;
   int64_t src = 0;
-  EagerFold ef;
-  if (EAGER) {
-    StepPlan plan{};
-    st = step_row_plan(p, b, &src, &plan, &bits);
-    ef.n = plan.flush ? plan.fold_count : plan.hist_count;
-    ef.start = plan.flush ? plan.fold_start : plan.hist_start;
-  } else if (!snap) {
+  if (!snap) {
     src = row_slot(p, b);
     st = check_slot(p, src, &bits);
   } else if (cuda_util::load_index(p.sidx, p.sidx_dtype, b * p.sidx_b) == p.pad) {
@@ -135,16 +131,13 @@ mamba2_decode_kernel(const Params p) {
   st_t* base_state = static_cast<st_t*>(p.state);
   st_t* S = base_state + src * p.st_s;
   for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
-  if (EAGER && p.ctr && ef.n > 0) {  // the cursor changes: the row's last block resets it
-    __syncthreads();                 // (every thread has read it)
-    if (threadIdx.x == 0) {
-      __threadfence();
-      // (the row's blocks: block_pos's pchunks × hchunks × G of a 1-D grid)
-      if (atomicAdd(p.ctr + b, 1u) == unsigned(p.pchunks * p.hchunks * p.G) - 1) {
-        store_cursor(p, src, RingCursor{ring_pos(ef.start, ef.n, p.R), 0, 0});
-        p.ctr[b] = 0;
-      }
-    }
+  // Eager: the row's cursor (and accepted count) load while the first passes
+  // and the token's inputs are in flight; planned after the barrier below.
+  RingCursor cur{};
+  int64_t acc = 0;
+  if (EAGER) {
+    cur = load_cursor(p, src);
+    if (p.acc) acc = cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s);
   }
 
   // Shared memory carve-up (heuristics.h::decode_smem_floats).
@@ -196,8 +189,32 @@ mamba2_decode_kernel(const Params p) {
         (isz ? zs : xs)[(hl * T + t) * p.np + pp] = v;
       });
   __syncthreads();
-  if (EAGER && ef.n > 0) {  // fold arrays after zs (launch.cu: eager shared memory)
-    float* fB = zs + p.nh * T * p.np;
+  // Eager: the plan (errors as the replay kernels report them); the records
+  // to fold are the committed ones, the flush's when the ring is full. Rows
+  // whose cursor changes: the row's last block resets it (every thread of
+  // this block read it before the barrier above; the row's blocks are
+  // block_pos's pchunks × hchunks × G of a 1-D grid).
+  EagerFold ef;
+  if (EAGER) {
+    StepPlan plan{};
+    if (plan_from_cursor(p, cur, acc, &plan, &bits) != ROW_OK) {
+      cp_async_wait(0);  // no copy outlives the block
+      if (bits && reporter(bp)) cuda_util::report(p.status, bits);
+      zero_outputs<AD>(p, bp, b, 0, T);
+      return;
+    }
+    ef.n = plan.flush ? plan.fold_count : plan.hist_count;
+    ef.start = plan.flush ? plan.fold_start : plan.hist_start;
+    if (p.ctr && ef.n > 0 && threadIdx.x == 0) {
+      __threadfence();
+      if (atomicAdd(p.ctr + b, 1u) == unsigned(p.pchunks * p.hchunks * p.G) - 1) {
+        store_cursor(p, src, RingCursor{ring_pos(ef.start, ef.n, p.R), 0, 0});
+        p.ctr[b] = 0;
+      }
+    }
+  }
+  if (EAGER && ef.n > 0) {  // fold arrays after zs, 16-byte aligned (launch.cu: eager shared memory)
+    float* fB = sm + ((int64_t(zs - sm) + int64_t(p.nh) * T * p.np + 3) & ~int64_t(3));
     float* fw = fB + int64_t(p.L) * ns;
     float* fdec = fw + int64_t(p.nh) * p.L;
     stage_fold<AD>(p, bp, src, ef.start, ef.n, fB, fw, fdec);  // (syncs)
@@ -206,12 +223,20 @@ mamba2_decode_kernel(const Params p) {
     ef.fdec = fdec;
   }
 
-  for (int q = 0; q < npass; ++q) {
-    issue_pass<SD, VPL>(p, bp, l, S, q + nstages - 1, npass, stages, nstages, pol);
-    cp_async_wait(nstages - 1);  // pass q has landed
-    decode_pass<SD, AD, VPL, EAGER>(p, bp, l, base_state, src, b, snap, dsts, Bs, Cs, Ah, dl, Dh, xs, zs,
-                                    q, stage_slot<VPL>(stages, q % nstages, 0), ef);
+  // An eager step's rows with records to fold take their own instance of the
+  // passes, so the steady state's are the baseline's.
+  auto passes = [&](auto fold) {
+    for (int q = 0; q < npass; ++q) {
+      issue_pass<SD, VPL>(p, bp, l, S, q + nstages - 1, npass, stages, nstages, pol);
+      cp_async_wait(nstages - 1);  // pass q has landed
+      decode_pass<SD, AD, VPL, decltype(fold)::value>(p, bp, l, base_state, src, b, snap, dsts, Bs, Cs, Ah, dl,
+                                                      Dh, xs, zs, q, stage_slot<VPL>(stages, q % nstages, 0), ef);
+    }
+  };
+  if constexpr (EAGER) {
+    if (ef.n > 0) return passes(std::true_type{});
   }
+  passes(std::false_type{});
 }
 
 }  // namespace replayssm::mamba2::kern

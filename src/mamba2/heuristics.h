@@ -303,11 +303,11 @@ RSSM_M2_HD int64_t packed_scale_smem(int64_t nh, int64_t np, int64_t srb) {
   return nh * packed_scale_seg(np, srb) + align16(4 * nh);
 }
 
-// The T = 1 replay step is eager up to EAGER_MAX_ROWS rows (launch.cu
-// replay_step: the baseline's read-update-write on the checkpoint, the slot's
-// records folded first, the ring left empty; delta/heuristics.h has the
-// same): 0 (off) until measured on the GPU; REPLAYSSM_EAGER_ROWS sets it.
-inline constexpr int EAGER_MAX_ROWS = 0;
+// T = 1 replay steps of at most EAGER_MAX_ROWS rows and EAGER_MAX_BYTES of
+// state are eager (core/eager.h; launch.cu replay_step): Mamba-2's replay
+// kernel beats its baseline from 2 rows of H128 fp32 state (perf_notes_mamba2.md).
+inline constexpr int64_t EAGER_MAX_ROWS = 3;
+inline constexpr int64_t EAGER_MAX_BYTES = int64_t(4) << 20;
 
 inline int64_t decode_smem_floats(int64_t T, int64_t ns, int64_t nh, int64_t np) {
   return 4 * T + 2 * ns * T + 2 * nh * T + nh + 2 * nh * T * np;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/eager.h"
 #include "cuda/runtime.h"
 #include "mamba2/backend.h"
 #include "mamba2/cursor_kernel.cuh"
@@ -233,9 +234,9 @@ int hot_unroll(const RowGeometry&) { return 1; }
 void launch_decode_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec) {
   const DeviceInfo info = device_info(fn);
   const RowGeometry g = hot(fn, p, state);
-  // (eager steps: the fold's arrays after the token's, fold_smem_floats)
+  // (eager steps: the fold's arrays after the token's, 16-byte aligned, fold_smem_floats)
   auto smem = [&](int64_t nh, int64_t np) {
-    return 4 * (decode_smem_floats(p.T, g.ns, nh, np) + (p.eager ? fold_smem_floats(p.L, g.ns, nh) : 0));
+    return 4 * (decode_smem_floats(p.T, g.ns, nh, np) + (p.eager ? 3 + fold_smem_floats(p.L, g.ns, nh) : 0));
   };
   const int rpp = rows_per_pass(g, hot_unroll(g));
   const Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(HOT_PASSES) * rpp);
@@ -496,8 +497,8 @@ void replay_step(const Mamba2Step& step, const Mamba2Pool& pool, const Tensor& n
   if (pool.read_copy.defined()) return dual_replay_step(fn, p, pool, step.x.dtype, exec);
   // Small batches: eager (decode_kernel.cuh, EAGER; records in the
   // activation dtype, as the fold reads them)
-  if (p.T == 1 && commit_all && d.B <= cuda_util::env_int("REPLAYSSM_EAGER_ROWS", EAGER_MAX_ROWS) &&
-      pool.ring_x.dtype == step.x.dtype && pool.ring_B.dtype == step.x.dtype) {
+  if (p.T == 1 && commit_all && pool.ring_x.dtype == step.x.dtype && pool.ring_B.dtype == step.x.dtype &&
+      eager_step(d.B, d.H * d.P * d.N * int64_t(dtype_size(pool.state.dtype)), EAGER_MAX_ROWS, EAGER_MAX_BYTES)) {
     p.eager = true;
     p.ctr = cuda_util::row_counters(fn, d.B, exec.stream);
     launch_decode_kernel(fn, p, pool.state.dtype, step.x.dtype, exec);

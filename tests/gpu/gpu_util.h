@@ -23,16 +23,37 @@ namespace replayssm::test {
 #define RSSM_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(expr)
 
 // An environment variable (the launchers' overrides) set for the object's
-// lifetime, then unset.
+// lifetime, then restored (or unset).
 struct ScopedEnv {
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* v = std::getenv(name)) {
+      had_ = true;
+      old_ = v;
+    }
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 
  private:
   const char* name_;
+  bool had_ = false;
+  std::string old_;
 };
+
+// The GPU tests check the replay kernels (a step that does not flush leaves
+// the checkpoint untouched, cursors, flush counts), so their T = 1 steps take
+// them at every batch: REPLAYSSM_EAGER_ROWS=0 unless the caller set it. The
+// eager steps that small batches take by default (core/eager.h) are tested by
+// DeltaGpu.EagerSmallBatch and Mamba2Gpu.EagerSmallBatch, which set it.
+inline const bool replay_kernels_at_every_batch = [] {
+  setenv("REPLAYSSM_EAGER_ROWS", "0", 0);
+  return true;
+}();
 
 // REPLAYSSM_R1P (delta_launch.cu, the persistent T = 1 step): 1 takes it
 // wherever it fits, 2 likewise with the default's fallback, 0 never.
