@@ -92,6 +92,16 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
     const int h = div_small(rr, vt);
     return state + int64_t(hv0 + h) * a.st.s1 + int64_t(v0 + rr - h * vt) * a.st.s2;
   };
+  // Eager: the row's cursor (and accepted count) load before the state's
+  // stages (a cold cursor would otherwise queue behind them) and are used
+  // after the token's barrier below, so they add no round trip to the chain.
+  RingCursor cur{};
+  int32_t acc = 0;
+  if constexpr (EAGER) {
+    cur = cursor_at(a.rings, s);
+    if (a.acc.p) acc = int32_t(idx_at(a.acc, b));
+  }
+
   const Decode1Layout lay = decode1_layout(KDA, K, nh, RBM, ST::NCH, np, KPB, EAGER ? a.rings.L : 0);
   uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
 #pragma unroll
@@ -100,16 +110,6 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
     if (pi < np && rr < RB) ST::issue(STG, nthr, pi, row_ptr(rr), lane, lpr, K);
     cp_async_commit();
   }
-  // Eager: the row's cursor (and accepted count) load while the first rows
-  // and the token's inputs are in flight; they are used after the barrier
-  // below, so the load adds no round trip to the row's chain.
-  RingCursor cur{};
-  int32_t acc = 0;
-  if constexpr (EAGER) {
-    cur = cursor_at(a.rings, s);
-    if (a.acc.p) acc = int32_t(idx_at(a.acc, b));
-  }
-
   float* KN = sm + lay.kn;  // [KPB][AK] k̂
   float* QN = sm + lay.qn;  // [KPB][AK] q̂
   float* KA = sm + lay.ka;  // KDA [nh][K] α ⊙ k̂

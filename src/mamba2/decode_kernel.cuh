@@ -130,15 +130,16 @@ mamba2_decode_kernel(const Params p) {
   }
   st_t* base_state = static_cast<st_t*>(p.state);
   st_t* S = base_state + src * p.st_s;
-  for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
-  // Eager: the row's cursor (and accepted count) load while the first passes
-  // and the token's inputs are in flight; planned after the barrier below.
+  // Eager: the row's cursor (and accepted count) load before the state's
+  // passes (a cold cursor would otherwise queue behind them); planned after
+  // the token's barrier below.
   RingCursor cur{};
   int64_t acc = 0;
   if (EAGER) {
     cur = load_cursor(p, src);
     if (p.acc) acc = cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s);
   }
+  for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
 
   // Shared memory carve-up (heuristics.h::decode_smem_floats).
   int64_t* dsts = reinterpret_cast<int64_t*>(sm);  // [T] snapshot destinations (4T floats)
