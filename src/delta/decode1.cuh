@@ -30,7 +30,7 @@ namespace replayssm::delta::cuda_impl {
 
 // Shared memory of the T = 1 decode kernel, in floats (stages first).
 struct Decode1Layout {
-  int64_t stg, kn, qn, ka, qa, al, sc, vs, fv, e0, total;
+  int64_t stg, kn, qn, ka, qa, al, sc, vs, fv, e0, cr, total;
 };
 // L_fold: records an eager step may fold (FV [L_fold][K], E0 [K]); 0 otherwise.
 __host__ __device__ inline Decode1Layout decode1_layout(bool kda, int K, int nh, int rbm, int nch, int np,
@@ -47,6 +47,7 @@ __host__ __device__ inline Decode1Layout decode1_layout(bool kda, int K, int nh,
   l.vs = o; o += align4(rbm);
   l.fv = o; o += align4(int64_t(L_fold) * K);
   l.e0 = o; o += L_fold ? align4(K) : 0;
+  l.cr = o; o += L_fold ? 4 : 0;  // eager: the row's cursor
   l.total = o;
   return l;
 }
@@ -92,18 +93,24 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
     const int h = div_small(rr, vt);
     return state + int64_t(hv0 + h) * a.st.s1 + int64_t(v0 + rr - h * vt) * a.st.s2;
   };
-  // Eager: the row's cursor (and accepted count) load before the state's
-  // stages (a cold cursor would otherwise queue behind them) and are used
-  // after the token's barrier below, so they add no round trip to the chain.
-  RingCursor cur{};
-  int32_t acc = 0;
-  if constexpr (EAGER) {
-    cur = cursor_at(a.rings, s);
-    if (a.acc.p) acc = int32_t(idx_at(a.acc, b));
-  }
-
   const Decode1Layout lay = decode1_layout(KDA, K, nh, RBM, ST::NCH, np, KPB, EAGER ? a.rings.L : 0);
   uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
+  // Eager: the row's cursor is the first async copy (group 0, committed by
+  // every thread so the group counts stay uniform), ahead of the state's
+  // stages, so a cold cursor does not queue behind them; it is taken after
+  // the token's barrier below, so it adds no round trip to the chain.
+  int32_t* CUR = reinterpret_cast<int32_t*>(sm + lay.cr);
+  int32_t acc = 0;
+  if constexpr (EAGER) {
+    if (tid == 0) {
+      const int32_t* c = a.rings.cur + s * a.rings.c0;
+      cp_async_small<4>(CUR, c);
+      cp_async_small<4>(CUR + 1, c + a.rings.c1);
+      cp_async_small<4>(CUR + 2, c + 2 * a.rings.c1);
+    }
+    cp_async_commit();
+    if (a.acc.p) acc = int32_t(idx_at(a.acc, b));
+  }
 #pragma unroll
   for (int pi = 0; pi < P; ++pi) {
     const int rr = pi * rpp + grp;
@@ -155,13 +162,15 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
           if (x0 + u * nt < nh * K) AL[x0 + u * nt] = expf(gate_of(in, gr[u]));
       }
   }
+  if constexpr (EAGER) cp_async_wait<P>();  // the cursor's group (tid 0's copies)
   __syncthreads();
   // Eager: the committed records (after the fused commit; errors as the
   // replay kernels report them). Rows whose cursor changes (records to fold;
   // a committed window has some): the last block of the row resets it (every
-  // thread of this block read it before the barrier above).
+  // block read it before counting itself).
   int n_fold = 0, fold_start = 0;
   if constexpr (EAGER) {
+    RingCursor cur{CUR[0], CUR[1], CUR[2]};
     int status = 0;
     if (!cursor_ok(a.rings, cur)) status = STATUS_RING_OVERFLOW;
     else if (a.acc.p) status = ring_commit(cur, acc) ? 0 : STATUS_BAD_ACCEPTED;

@@ -130,13 +130,18 @@ mamba2_decode_kernel(const Params p) {
   }
   st_t* base_state = static_cast<st_t*>(p.state);
   st_t* S = base_state + src * p.st_s;
-  // Eager: the row's cursor (and accepted count) load before the state's
-  // passes (a cold cursor would otherwise queue behind them); planned after
-  // the token's barrier below.
-  RingCursor cur{};
+  // Eager: the row's cursor is the first async copy (group 0, committed by
+  // every thread so the wait counts stay uniform), ahead of the state's
+  // passes, so a cold cursor does not queue behind them; planned after the
+  // token's barrier below. Its 4 ints lie after zs (launch.cu: eager shared
+  // memory), the fold's arrays after them.
+  const int64_t eager_off = (decode_smem_floats(T, ns, p.nh, p.np) + 3) & ~int64_t(3);
+  int32_t* CUR = reinterpret_cast<int32_t*>(sm + eager_off);
   int64_t acc = 0;
   if (EAGER) {
-    cur = load_cursor(p, src);
+    if (threadIdx.x == 0)
+      for (int i = 0; i < 3; ++i) cp_async4(CUR + i, p.cursor + src * p.cur_s + i);
+    cp_async_commit();
     if (p.acc) acc = cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s);
   }
   for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
@@ -189,14 +194,16 @@ mamba2_decode_kernel(const Params p) {
                   pp = tp - t * np;
         (isz ? zs : xs)[(hl * T + t) * p.np + pp] = v;
       });
+  if (EAGER) cp_async_wait(nstages - 1);  // the cursor's group (thread 0's copies)
   __syncthreads();
   // Eager: the plan (errors as the replay kernels report them); the records
   // to fold are the committed ones, the flush's when the ring is full. Rows
-  // whose cursor changes: the row's last block resets it (every thread of
-  // this block read it before the barrier above; the row's blocks are
-  // block_pos's pchunks × hchunks × G of a 1-D grid).
+  // whose cursor changes: the row's last block resets it (every block read
+  // it before counting itself; the row's blocks are block_pos's pchunks ×
+  // hchunks × G of a 1-D grid).
   EagerFold ef;
   if (EAGER) {
+    const RingCursor cur{CUR[0], CUR[1], CUR[2]};
     StepPlan plan{};
     if (plan_from_cursor(p, cur, acc, &plan, &bits) != ROW_OK) {
       cp_async_wait(0);  // no copy outlives the block
@@ -215,7 +222,7 @@ mamba2_decode_kernel(const Params p) {
     }
   }
   if (EAGER && ef.n > 0) {  // fold arrays after zs, 16-byte aligned (launch.cu: eager shared memory)
-    float* fB = sm + ((int64_t(zs - sm) + int64_t(p.nh) * T * p.np + 3) & ~int64_t(3));
+    float* fB = sm + eager_off + 4;
     float* fw = fB + int64_t(p.L) * ns;
     float* fdec = fw + int64_t(p.nh) * p.L;
     stage_fold<AD>(p, bp, src, ef.start, ef.n, fB, fw, fdec);  // (syncs)

@@ -309,7 +309,7 @@ RSSM_M2_HD int64_t packed_scale_smem(int64_t nh, int64_t np, int64_t srb) {
 inline constexpr int64_t EAGER_MAX_ROWS = 3;
 inline constexpr int64_t EAGER_MAX_BYTES = int64_t(4) << 20;
 
-inline int64_t decode_smem_floats(int64_t T, int64_t ns, int64_t nh, int64_t np) {
+RSSM_M2_HD int64_t decode_smem_floats(int64_t T, int64_t ns, int64_t nh, int64_t np) {
   return 4 * T + 2 * ns * T + 2 * nh * T + nh + 2 * nh * T * np;
 }
 inline int64_t fold_smem_floats(int64_t L, int64_t ns, int64_t nh) {
