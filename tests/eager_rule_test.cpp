@@ -41,11 +41,12 @@ bool mamba2_eager(int64_t B, int64_t row_bytes) {
 
 TEST(EagerRule, ModelShapes) {
   EnvOverride rule(nullptr);
-  // GDN HV64 K = V = 128: fp32 4 MiB a row, bf16 2 MiB
-  EXPECT_TRUE(delta_eager(1, 4 * MiB));
-  EXPECT_FALSE(delta_eager(2, 4 * MiB));  // the replay kernel is faster from 2 rows
+  // GDN HV64 K = V = 128: fp32 4 MiB a row, bf16 2 MiB: eager up to 3 rows
+  for (int64_t B : {1, 2, 3}) EXPECT_TRUE(delta_eager(B, 4 * MiB)) << B;
+  EXPECT_FALSE(delta_eager(4, 4 * MiB));
   for (int64_t B : {1, 2, 3}) EXPECT_TRUE(delta_eager(B, 2 * MiB)) << B;
   EXPECT_FALSE(delta_eager(4, 2 * MiB));
+  EXPECT_FALSE(delta_eager(2, 8 * MiB));  // larger states: the replay kernel
   // KDA 32 heads × 128: fp32 2 MiB, bf16 1 MiB: eager up to 3 rows
   for (int64_t B : {1, 2, 3}) EXPECT_TRUE(delta_eager(B, 1 * MiB)) << B;
   EXPECT_FALSE(delta_eager(4, 1 * MiB));

@@ -94,12 +94,15 @@ inline DecodeTile decode1_tile(int64_t B, int64_t H, int64_t G, int64_t V, int l
 }
 
 // T = 1 replay steps of at most EAGER_MAX_ROWS rows and EAGER_MAX_BYTES of
-// state are eager (core/eager.h; delta_launch.cu run_eager): at batch 1 the
+// state are eager (core/eager.h; delta_launch.cu run_eager). At batch 1 the
 // replay kernel's chain (slot → cursor → records → token → stream) takes
-// 10.1 µs against the baseline's 6.3 (GDN HV64 fp32, perf_notes_delta.md
-// v28b, v29a), the eager step 6.7 (v30).
+// 10.3 µs against the baseline's 6.3, the eager step 6.3 (GDN HV64 fp32);
+// up to 3 rows the eager step is at or below the replay step in every
+// measured shape (GDN HV64 fp32 B = 3: 10.5 against 13.0, B = 2 10.7 against
+// 10.6), at 4 it is not (KDA bf16 10.8 replay; perf_notes_delta.md v30,
+// bench/results/2026-12-03_h200_eager_steps.jsonl).
 inline constexpr int64_t EAGER_MAX_ROWS = 3;
-inline constexpr int64_t EAGER_MAX_BYTES = int64_t(6) << 20;
+inline constexpr int64_t EAGER_MAX_BYTES = int64_t(12) << 20;
 
 // Replay step: 256 threads, each lane group walks rows of its block with the
 // next row prefetched into registers while the current one is reduced.

@@ -304,8 +304,11 @@ RSSM_M2_HD int64_t packed_scale_smem(int64_t nh, int64_t np, int64_t srb) {
 }
 
 // T = 1 replay steps of at most EAGER_MAX_ROWS rows and EAGER_MAX_BYTES of
-// state are eager (core/eager.h; launch.cu replay_step): Mamba-2's replay
-// kernel beats its baseline from 2 rows of H128 fp32 state (perf_notes_mamba2.md).
+// state are eager (core/eager.h; launch.cu replay_step): at batch 1 (H128
+// fp32) 7.2 µs against the replay kernel's 8.3 and the baseline's 6.9; above
+// 4 MiB of state the replay kernel is below the baseline (H128 fp32 B = 2
+// 10.1 against 11.7, H256 fp32 B = 1 9.8 against 11.6) and the eager step
+// is not (perf_notes_mamba2.md v30, bench/results/2026-12-03_h200_eager_steps.jsonl).
 inline constexpr int64_t EAGER_MAX_ROWS = 3;
 inline constexpr int64_t EAGER_MAX_BYTES = int64_t(4) << 20;
 
