@@ -52,8 +52,11 @@ __host__ __device__ inline Decode1Layout decode1_layout(bool kda, int K, int nh,
   return l;
 }
 
-template <DType SD, bool KDA, bool EAGER = false>
-__global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_decode1_kernel(RecArgs a) {
+// EAGER: 0 for the baseline decode, else the eager step's resident blocks
+// per SM: 2 (registers for the fold without spills) when its grid fits two
+// per SM, 3 (the baseline's bound) otherwise (delta_launch.cu, run_eager).
+template <DType SD, bool KDA, int EAGER = 0>
+__global__ void __launch_bounds__(DECODE1_THREADS, EAGER ? EAGER : DECODE1_MIN_BLOCKS) delta_decode1_kernel(RecArgs a) {
   using RW = Row<SD>;
   using ST = Stage<SD>;
   using TS = typename RW::TS;
@@ -101,7 +104,7 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
   // the token's barrier below, so it adds no round trip to the chain.
   int32_t* CUR = reinterpret_cast<int32_t*>(sm + lay.cr);
   int32_t acc = 0;
-  if constexpr (EAGER) {
+  if constexpr (EAGER != 0) {
     if (tid == 0) {
       const int32_t* c = a.rings.cur + s * a.rings.c0;
       cp_async_small<4>(CUR, c);
@@ -162,14 +165,14 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
           if (x0 + u * nt < nh * K) AL[x0 + u * nt] = expf(gate_of(in, gr[u]));
       }
   }
-  if constexpr (EAGER) cp_async_wait<P>();  // the cursor's group (tid 0's copies)
+  if constexpr (EAGER != 0) cp_async_wait<P>();  // the cursor's group (tid 0's copies)
   __syncthreads();
   // Eager: the committed records (after the fused commit; errors as the
   // replay kernels report them). Rows whose cursor changes (records to fold;
   // a committed window has some): the last block of the row resets it (every
   // block read it before counting itself).
   int n_fold = 0, fold_start = 0;
-  if constexpr (EAGER) {
+  if constexpr (EAGER != 0) {
     RingCursor cur{CUR[0], CUR[1], CUR[2]};
     int status = 0;
     if (!cursor_ok(a.rings, cur)) status = STATUS_RING_OVERFLOW;
@@ -196,7 +199,7 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
   }
   float* FV = sm + lay.fv;  // eager [L][K] fold vectors, E0 [K] (fold_prep)
   float* E0 = sm + lay.e0;
-  if (EAGER && n_fold > 0) fold_prep<KDA>(a.rings, s, hv0, kh0, fold_start, n_fold, K, FV, E0);  // (syncs)
+  if (EAGER != 0 && n_fold > 0) fold_prep<KDA>(a.rings, s, hv0, kh0, fold_start, n_fold, K, FV, E0);  // (syncs)
   if (KDA) {
     for (int x = tid; x < nh * K; x += nthr) {
       const int hl = div_small(x, K), i = x - hl * K;
@@ -265,7 +268,7 @@ __global__ void __launch_bounds__(DECODE1_THREADS, DECODE1_MIN_BLOCKS) delta_dec
       advance(hl, vl, rpp);
     }
   };
-  if constexpr (EAGER) {
+  if constexpr (EAGER != 0) {
     if (n_fold > 0) return stream_rows(std::true_type{});
   }
   stream_rows(std::false_type{});

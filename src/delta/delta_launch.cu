@@ -227,7 +227,9 @@ void dispatch(DType state, bool kda, const Args& a, const Launch& l) {
 }
 template <DType SD, bool KDA> struct RecOp { static void run(const RecArgs& a, const Launch& l) { launch_recurrent<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct Decode1Op { static void run(const RecArgs& a, const Launch& l) { launch_decode1<SD, KDA>(a, l); } };
-template <DType SD, bool KDA> struct Decode1EagerOp { static void run(const RecArgs& a, const Launch& l) { launch_decode1_eager<SD, KDA>(a, l); } };
+template <bool TWO> struct Decode1Eager {  // TWO: the grid fits two resident blocks per SM
+  template <DType SD, bool KDA> struct Op { static void run(const RecArgs& a, const Launch& l) { launch_decode1_eager<SD, KDA>(a, l, TWO); } };
+};
 template <DType SD, bool KDA> struct ReplayOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct ReplayMmaOp { static void run(const ReplayArgs& a, const Launch& l) { launch_replay_mma<SD, KDA>(a, l); } };
 template <DType SD, bool KDA> struct Replay1Op { static void run(const ReplayArgs& a, const Launch& l) { launch_replay1<SD, KDA>(a, l); } };
@@ -728,7 +730,11 @@ void run_eager(const char* fn, const ReplayArgs& ra, DType sd, const Dims& d, co
   const size_t smem = size_t(decode1_layout(is_kda(d), int(d.K), 1, t.vt, nch, (t.vt + rpp - 1) / rpp, 1, int(d.L)).total) * 4;
   check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda eager step's shared memory");
   const Launch l = launch_of(unsigned(G * a.vtiles), unsigned(d.H), unsigned(d.B), DECODE1_THREADS, smem, exec);
-  dispatch<Decode1EagerOp>(sd, is_kda(d), a, l);
+  // Two resident blocks per SM leave the fold its registers (no spills) but
+  // a grid beyond them would run in two waves (GDN HV64 fp32 B = 3: 13.6
+  // against 10.5 µs, perf_notes_delta.md v30a): then the baseline's three.
+  if (G * a.vtiles * d.H * d.B <= 2 * int64_t(sm_count())) dispatch<Decode1Eager<true>::Op>(sd, is_kda(d), a, l);
+  else dispatch<Decode1Eager<false>::Op>(sd, is_kda(d), a, l);
   cuda_util::check_launch(fn);
   if (!a.ctr) launch_step_cursor(ra, true, d, exec, fn, CUR_EAGER);
 }

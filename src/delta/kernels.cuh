@@ -30,8 +30,9 @@ template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Laun
 template <DType SD, bool KDA> void launch_decode1(const RecArgs& a, const Launch& l) {
   launch_kernel(delta_decode1_kernel<SD, KDA>, l, a);
 }
-template <DType SD, bool KDA> void launch_decode1_eager(const RecArgs& a, const Launch& l) {
-  launch_kernel(delta_decode1_kernel<SD, KDA, true>, l, a);
+template <DType SD, bool KDA> void launch_decode1_eager(const RecArgs& a, const Launch& l, bool two_per_sm) {
+  if (two_per_sm) launch_kernel(delta_decode1_kernel<SD, KDA, 2>, l, a);
+  else launch_kernel(delta_decode1_kernel<SD, KDA, DECODE1_MIN_BLOCKS>, l, a);
 }
 template <DType SD, bool KDA> void launch_replay(const ReplayArgs& a, const Launch& l) {
   launch_kernel(delta_replay_kernel<SD, KDA>, l, a);
@@ -71,8 +72,8 @@ template <int QF, bool KDA> void launch_replay1_quant(const ReplayArgs& a, const
   template void launch_recurrent<SD, true>(const RecArgs&, const Launch&);              \
   template void launch_decode1<SD, false>(const RecArgs&, const Launch&);               \
   template void launch_decode1<SD, true>(const RecArgs&, const Launch&);                \
-  template void launch_decode1_eager<SD, false>(const RecArgs&, const Launch&);         \
-  template void launch_decode1_eager<SD, true>(const RecArgs&, const Launch&);          \
+  template void launch_decode1_eager<SD, false>(const RecArgs&, const Launch&, bool);   \
+  template void launch_decode1_eager<SD, true>(const RecArgs&, const Launch&, bool);    \
   template void launch_replay<SD, false>(const ReplayArgs&, const Launch&);             \
   template void launch_replay<SD, true>(const ReplayArgs&, const Launch&);              \
   template void launch_replay_mma<SD, false>(const ReplayArgs&, const Launch&);         \

@@ -25,7 +25,8 @@ template <DType SD, bool KDA> void launch_replay(const ReplayArgs& a, const Laun
 // T > 1, K = 128: the replay kernel with its rows on tensor cores (replay.cuh, MMA).
 template <DType SD, bool KDA> void launch_replay_mma(const ReplayArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_decode1(const RecArgs& a, const Launch& l);
-template <DType SD, bool KDA> void launch_decode1_eager(const RecArgs& a, const Launch& l);  // replay step, eager (decode1.cuh)
+// The replay step, eager (decode1.cuh); two_per_sm: the grid fits two resident blocks per SM.
+template <DType SD, bool KDA> void launch_decode1_eager(const RecArgs& a, const Launch& l, bool two_per_sm);
 template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l);
 template <DType SD, bool KDA> void launch_replay1_bulk(const ReplayArgs& a, const Launch& l);
 // The persistent T = 1 step (replay1p.cuh; delta_replay1p.cu): its
