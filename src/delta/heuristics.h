@@ -96,11 +96,12 @@ inline DecodeTile decode1_tile(int64_t B, int64_t H, int64_t G, int64_t V, int l
 // T = 1 replay steps of at most EAGER_MAX_ROWS rows and EAGER_MAX_BYTES of
 // state are eager (core/eager.h; delta_launch.cu run_eager). At batch 1 the
 // replay kernel's chain (slot → cursor → records → token → stream) takes
-// 10.3 µs against the baseline's 6.3, the eager step 6.3 (GDN HV64 fp32);
-// up to 3 rows the eager step is at or below the replay step in every
-// measured shape (GDN HV64 fp32 B = 3: 10.5 against 13.0, B = 2 10.7 against
-// 10.6), at 4 it is not (KDA bf16 10.8 replay; perf_notes_delta.md v30,
-// bench/results/2026-12-03_h200_eager_steps.jsonl).
+// 10.2 µs against the baseline's 6.4, the eager step 6.3 (GDN HV64 fp32);
+// up to 3 rows the eager step is below the replay step in every measured
+// shape but one tie (GDN HV64 fp32 B = 2: 10.64 against 10.63; B = 3 10.6
+// against 13.1), at 4 it is not (KDA bf16: replay 10.9, eager 12.0;
+// perf_notes_delta.md v30, v30a,
+// bench/results/2026-12-03_h200_eager_steps_538caf9.jsonl).
 inline constexpr int64_t EAGER_MAX_ROWS = 3;
 inline constexpr int64_t EAGER_MAX_BYTES = int64_t(12) << 20;
 
