@@ -717,24 +717,24 @@ void run_eager(const char* fn, const ReplayArgs& ra, DType sd, const Dims& d, co
   a.lpr = ra.lpr;
   a.status = ra.status;
   a.ctr = cuda_util::row_counters(fn, d.B, exec.stream);
-  const int nch = int(dtype_size(sd));
+  const int nch = int(dtype_size(sd)), sms = sm_count();
+  const bool kda = is_kda(d);
   const int64_t G = d.HV / d.H;
-  DecodeTile t = decode1_tile(d.B, d.H, G, d.V, a.lpr, nch, sm_count(), is_kda(d));
-  t.nh = 1;
-  t.kpb = 1;
+  const int vt = decode1_tile(d.B, d.H, G, d.V, a.lpr, nch, sms, kda).vt;  // the baseline's rows per head
   a.nh = 1;
-  a.vt = t.vt;
-  a.vtiles = int((d.V + t.vt - 1) / t.vt);
   a.kpb = 1;
+  a.vt = vt;
+  a.vtiles = int((d.V + vt - 1) / vt);
   const int rpp = DECODE1_THREADS / a.lpr;
-  const size_t smem = size_t(decode1_layout(is_kda(d), int(d.K), 1, t.vt, nch, (t.vt + rpp - 1) / rpp, 1, int(d.L)).total) * 4;
+  const size_t smem = size_t(decode1_layout(kda, int(d.K), 1, vt, nch, (vt + rpp - 1) / rpp, 1, int(d.L)).total) * 4;
   check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda eager step's shared memory");
   const Launch l = launch_of(unsigned(G * a.vtiles), unsigned(d.H), unsigned(d.B), DECODE1_THREADS, smem, exec);
   // Two resident blocks per SM leave the fold its registers (no spills) but
   // a grid beyond them would run in two waves (GDN HV64 fp32 B = 3: 13.6
   // against 10.5 µs, perf_notes_delta.md v30a): then the baseline's three.
-  if (G * a.vtiles * d.H * d.B <= 2 * int64_t(sm_count())) dispatch<Decode1Eager<true>::Op>(sd, is_kda(d), a, l);
-  else dispatch<Decode1Eager<false>::Op>(sd, is_kda(d), a, l);
+  const int64_t blocks = G * a.vtiles * d.H * d.B;
+  if (blocks <= 2 * int64_t(sms)) dispatch<Decode1Eager<true>::Op>(sd, kda, a, l);
+  else dispatch<Decode1Eager<false>::Op>(sd, kda, a, l);
   cuda_util::check_launch(fn);
   if (!a.ctr) launch_step_cursor(ra, true, d, exec, fn, CUR_EAGER);
 }
