@@ -34,12 +34,13 @@ using cuda_util::mma_tf32x3;
 using cuda_util::st4;
 using cuda_util::tf32_split;
 
-// Shared memory of the replay kernel: doubles first (Λ), then floats; sizes
-// in bytes. NM = L + T bounds the records of a step (n_old <= L with a flush,
-// <= L − T without), RB = nh·vt rows.
+// Shared memory of the replay kernel: the log-decays first (GDN: fp64 Λ per
+// head and record; KDA: fp32 partial sums per record and channel, then their
+// totals), then floats; sizes in bytes. NM = L + T bounds the records of a
+// step (n_old <= L with a flush, <= L − T without), RB = nh·vt rows.
 struct ReplayLayout {
-  int64_t lamd;                                       // double offsets
-  int64_t kv, qv, uk, uq, e0v, ua, w, dt, gs, beta, eu, kq, cf, e0;  // float offsets (after doubles)
+  int64_t lamd;                                       // offset of the log-decays
+  int64_t kv, qv, uk, uq, e0v, ua, w, dt, gs, beta, eu, kq, cf, e0;  // float offsets (after the log-decays)
   int64_t float_base, bytes;
 };
 // mma (the tensor-core stream): d rows of the old records only (the window's
@@ -48,8 +49,7 @@ __host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, in
   ReplayLayout l{};
   const int64_t NM = int64_t(L) + T;
   l.lamd = 0;
-  const int64_t nd = kda ? NM * K : int64_t(nh) * NM;
-  l.float_base = align4(nd * 2);  // in floats
+  l.float_base = align4(kda ? (NM + 1) * K : 2 * int64_t(nh) * NM);  // in floats
   int64_t o = 0;
   l.kv = o; o += align4(NM * K);
   l.qv = o; o += align4(int64_t(T) * K);
@@ -111,6 +111,25 @@ __device__ __forceinline__ void load_quant_row(Row<DType::f32>& r, const uint8_t
   }
 }
 
+// One warp, K = 128 (4 channels per lane): the 16 dot products x·a_t
+// (value t < 8) and x·b_t (value 8 + t) for t < T (T <= 8; the others 0),
+// summed over the warp by one transposed reduction: lane l ends with value
+// l / 2 in v[0]. x, a_t = a + t·K, b_t = b + t·K in shared memory, 16-byte aligned.
+__device__ __forceinline__ void warp_dots16(const float* x, const float* a, const float* b, int T, int K, int lane,
+                                            float (&v)[16]) {
+  const float4 xv = *reinterpret_cast<const float4*>(x + 4 * lane);
+#pragma unroll
+  for (int u = 0; u < 16; ++u) {
+    const int t = u & 7;
+    v[u] = 0.f;
+    if (t < T) {
+      const float4 y = *reinterpret_cast<const float4*>((u < 8 ? a : b) + t * K + 4 * lane);
+      v[u] = fmaf(xv.x, y.x, fmaf(xv.y, y.y, fmaf(xv.z, y.z, xv.w * y.w)));
+    }
+  }
+  cuda_util::transpose_sum<16, 32>(v, lane);
+}
+
 // MMA (T > 1, QF_NONE, K = 128): the rows on tensor cores (see below).
 template <DType SD, bool KDA, int QF = QF_NONE, bool MMA = false>
 __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayArgs a) {
@@ -120,7 +139,10 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   extern __shared__ float4 smem4[];
   const TokenArgs& in = a.in;
   const Rings& rg = a.rings;
-  const int K = in.K, V = in.V, T = a.T, lpr = a.lpr, R = rg.R;
+  // the tensor-core instance: K and the block size are compile-time (no
+  // division by them in the preparation's index math)
+  const int K = MMA ? REPLAY_MMA_K : in.K, V = in.V, T = a.T, lpr = a.lpr, R = rg.R;
+  constexpr int NT = REPLAY_THREADS;
   const int NM = rg.L + T;
   const int b = blockIdx.z, kh = blockIdx.y;
   const int hgroup = blockIdx.x / a.vtiles, vtile = blockIdx.x % a.vtiles;
@@ -128,14 +150,14 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   const int v0 = vtile * a.vt;
   const int vt = min(a.vt, V - v0);
   const int RB = a.nh * vt, RBM = a.nh * a.vt;
-  const int tid = threadIdx.x, warp = tid >> 5, lane32 = tid & 31, nwarps = blockDim.x >> 5;
-  const int grp = tid / lpr, lane = tid % lpr, rpp = blockDim.x / lpr;
+  const int tid = threadIdx.x, warp = tid >> 5, lane32 = tid & 31, nwarps = NT >> 5;
+  const int grp = tid / lpr, lane = tid % lpr, rpp = NT / lpr;
   const int np = (RB + rpp - 1) / rpp;
   const bool reporter = tid == 0 && blockIdx.x == 0 && kh == 0;
 
   const int64_t s = idx_at(a.slot, b);
   if (s == a.pad) {
-    for (int x = tid; x < RB * T; x += blockDim.x) {
+    for (int x = tid; x < RB * T; x += NT) {
       const int rr = x % RB, t = x / RB;
       out_at(in.o, b, t, hv0 + rr / vt, v0 + rr % vt, 0.f);
     }
@@ -217,7 +239,9 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // ring_plan_step; i <= L + T <= R), without the division of ring_pos.
   auto rpos = [R](int start, int i) { return ring_pos_near(start, i, R); };
 
-  double* LAMD = reinterpret_cast<double*>(smem4);
+  double* LAMD = reinterpret_cast<double*>(smem4);   // GDN [nh][NM]
+  float* GF = reinterpret_cast<float*>(smem4);       // KDA [NM][K] partial sums of the gates
+  float* TOT = GF + int64_t(NM) * K;                 // KDA [K]
   float* sm = reinterpret_cast<float*>(smem4) + lay.float_base;
   float* KV = sm + lay.kv;  // [NM][K] k̂ of old records then window (KDA: old records as fold vectors)
   float* QV = sm + lay.qv;  // [T][K] q̂
@@ -318,17 +342,18 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       }
     }
   }
-  for (int x = tid; x < a.nh * T; x += blockDim.x) {
+  for (int x = tid; x < a.nh * T; x += NT) {
     const float be = beta_at(in, b, x % T, hv0 + x / T);
     BETA[x] = be;
     if (a.dual && g_writer)
       static_cast<float*>(a.ring_beta.p)[s * a.ring_beta.s0 + int64_t(rpos(p.append_start, x % T)) * a.ring_beta.s1 +
                                          int64_t(hv0 + x / T) * a.ring_beta.s2] = be;
   }
-  // Gates and cumulative log-decays Λ (fp64 sums; restarting at the new
-  // checkpoint for the window of a flushing step). Window gates are appended.
+  // Gates and cumulative log-decays Λ (GDN: fp64 sums per head, restarting
+  // at the new checkpoint for the window of a flushing step; KDA: below).
+  // Window gates are appended.
   if (!KDA) {
-    for (int x = tid; x < a.nh * n; x += blockDim.x) {
+    for (int x = tid; x < a.nh * n; x += NT) {
       const int hvl = x / n, i = x % n, hv = hv0 + hvl;
       float g;
       if (i < n_old) {
@@ -341,7 +366,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       GS[hvl * NM + i] = g;
     }
     __syncthreads();
-    for (int hvl = tid; hvl < a.nh; hvl += blockDim.x) {
+    for (int hvl = tid; hvl < a.nh; hvl += NT) {
       double lam = 0;
       for (int i = 0; i < n; ++i) {
         if (p.flush && i == n_old) lam = 0;
@@ -350,10 +375,15 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       }
     }
   } else {
+    // KDA, per channel k (one thread): the gates raw into GF, then fp32
+    // partial sums in place — an old record j <= r = n_old − 1 gets
+    // Σ_{j<i<=r} g_i = Λ_r − Λ_j (backwards from r), a window record m gets
+    // Σ_{n_old<=i<=m} g_i = Λ_m − Λ_r, and TOT[k] = Σ_{i<=r} g_i = Λ_r. Every
+    // exponent below is one of these or a difference of two window sums, each
+    // a sum of at most L + T gates of one sign for decaying gates.
     const int hv = hv0;
-    for (int k = tid; k < K; k += blockDim.x) {
-      double lam = 0;
-      // gates in batches of 8: their loads are issued before the sums need them
+    for (int k = tid; k < K; k += NT) {
+      // gates in batches of 8: their loads are issued before they are stored
       for (int i0 = 0; i0 < n; i0 += 8) {
         float g[8];
 #pragma unroll
@@ -371,12 +401,21 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
         }
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-          const int i = i0 + e;
-          if (i >= n) break;
-          if (p.flush && i == n_old) lam = 0;
-          lam += g[e];
-          LAMD[int64_t(i) * K + k] = lam;
+          if (i0 + e >= n) break;
+          GF[(i0 + e) * K + k] = g[e];
         }
+      }
+      float acc = 0.f;
+      for (int j = n_old - 1; j >= 0; --j) {
+        const float gj = GF[j * K + k];
+        GF[j * K + k] = acc;
+        acc += gj;
+      }
+      TOT[k] = acc;
+      acc = 0.f;
+      for (int i = n_old; i < n; ++i) {
+        acc += GF[i * K + k];
+        GF[i * K + k] = acc;
       }
     }
   }
@@ -386,13 +425,33 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // scales e^{Λ_m} and, with a flush, the fold coefficients.
   if (!KDA) {
     if (p.flush) {
-      for (int x = tid; x < a.nh * n_old; x += blockDim.x) {
+      for (int x = tid; x < a.nh * n_old; x += NT) {
         const int hvl = x / n_old, j = x % n_old;
         CF[hvl * NM + j] = expf(float(LAMD[hvl * NM + n_old - 1] - LAMD[hvl * NM + j]));
       }
-      for (int hvl = tid; hvl < a.nh; hvl += blockDim.x) E0[hvl] = expf(float(LAMD[hvl * NM + n_old - 1]));
+      for (int hvl = tid; hvl < a.nh; hvl += NT) E0[hvl] = expf(float(LAMD[hvl * NM + n_old - 1]));
     }
-    for (int x = tid; x < a.nh * T; x += blockDim.x) EU[x] = expf(float(LAMD[(x / T) * NM + n_old + x % T]));
+    for (int x = tid; x < a.nh * T; x += NT) EU[x] = expf(float(LAMD[(x / T) * NM + n_old + x % T]));
+    if constexpr (MMA) {
+      // a warp per record j_lo <= j < n_old + T − 1: lane l forms channels
+      // 4l … 4l + 3 of k̂_j·k̂_m and k̂_j·q̂_t for every token (value u < 8: k̂
+      // of token u, u >= 8: q̂ of token u − 8), one transposed reduction sums
+      // them (lanes 2u, 2u + 1 hold value u); lanes 2t + h (t < T, m > j) take
+      // the q̂ value from lane 16 + 2t + h and write both terms of heads h,
+      // h + 2, … (one e^{Λ_m − Λ_j} per head).
+      for (int j = j_lo + warp; j < n_old + T - 1; j += nwarps) {
+        float v[16];
+        warp_dots16(KV + j * K, KV + n_old * K, QV, T, K, lane32, v);
+        const float dq = __shfl_down_sync(0xffffffffu, v[0], 16);
+        const int t = lane32 >> 1, m = n_old + t;
+        if (lane32 < 16 && t < T && m > j)
+          for (int hvl = lane32 & 1; hvl < a.nh; hvl += 2) {
+            const float e = expf(float(LAMD[hvl * NM + m] - LAMD[hvl * NM + j]));
+            W[((hvl * T + t) * 2) * NM + j] = e * v[0];
+            W[((hvl * T + t) * 2 + 1) * NM + j] = e * dq;
+          }
+      }
+    } else {
     // a warp per (token t, record j_lo <= j < m)
     for (int t = 0; t < T; ++t)
       for (int j = j_lo + warp, m = n_old + t; j < m; j += nwarps) {
@@ -410,10 +469,11 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
           W[((hvl * T + t) * 2 + 1) * NM + j] = e * dq;
         }
       }
+    }
   } else {
-    for (int x = tid; x < T * K; x += blockDim.x) {
+    for (int x = tid; x < T * K; x += NT) {  // e^{Λ_m}, Λ restarting at n_old with a flush
       const int t = x / K, k = x % K, m = n_old + t;
-      const float e = expf(float(LAMD[int64_t(m) * K + k]));
+      const float e = expf(p.flush ? GF[m * K + k] : TOT[k] + GF[m * K + k]);
       UK[x] = e * KV[m * K + k];
       UQ[x] = e * QV[x];
     }
@@ -427,25 +487,22 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     float* UA = MMA ? reinterpret_cast<float*>(reinterpret_cast<char*>(smem4) + lay.bytes) : sm + lay.ua;
     const bool old_terms = j_lo < n_old;
     if (n_old > 0) {
-      for (int x = tid; x < n_old * K; x += blockDim.x) {
-        const int j = x / K, k = x % K;
-        KV[x] *= expf(float(LAMD[int64_t(n_old - 1) * K + k] - LAMD[int64_t(j) * K + k]));
-      }
+      for (int x = tid; x < n_old * K; x += NT) KV[x] *= expf(GF[x]);
       if (old_terms)
-        for (int x = tid; x < T * K; x += blockDim.x) {
+        for (int x = tid; x < T * K; x += NT) {
           const int t = x / K, k = x % K, m = n_old + t;
-          const float e = expf(float(LAMD[int64_t(m) * K + k] - LAMD[int64_t(n_old - 1) * K + k]));
+          const float e = expf(GF[m * K + k]);
           UA[x] = e * KV[m * K + k];
           UA[T * K + x] = e * QV[x];
         }
     }
     if (p.flush)
-      for (int k = tid; k < K; k += blockDim.x) E0V[k] = expf(float(LAMD[int64_t(n_old - 1) * K + k]));
+      for (int k = tid; k < K; k += NT) E0V[k] = expf(TOT[k]);
     for (int t = 0; t < T; ++t)  // window records: a warp per (t, n_old <= j < m)
       for (int j = n_old + warp, m = n_old + t; j < m; j += nwarps) {
         float wk = 0.f, wq = 0.f;
         for (int k = lane32; k < K; k += 32) {
-          const float kk = expf(float(LAMD[int64_t(m) * K + k] - LAMD[int64_t(j) * K + k])) * KV[j * K + k];
+          const float kk = expf(GF[m * K + k] - GF[j * K + k]) * KV[j * K + k];
           wk += kk * KV[m * K + k];
           wq += kk * QV[t * K + k];
         }
@@ -456,7 +513,16 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
           W[(t * 2 + 1) * NM + j] = wq;
         }
       }
-    if (old_terms) {
+    if (old_terms && MMA) {
+      __syncthreads();  // UA and the scaled keys stored
+      // a warp per old record j, its 2T products at once (as GDN's above)
+      for (int j = warp; j < n_old; j += nwarps) {
+        float v[16];
+        warp_dots16(KV + j * K, UA, UA + T * K, T, K, lane32, v);
+        const int u = lane32 >> 1, t = u & 7;
+        if (!(lane32 & 1) && t < T) W[(t * 2 + (u >> 3)) * NM + j] = v[0];
+      }
+    } else if (old_terms) {
       __syncthreads();  // UA and the scaled keys stored
       for (int t = 0; t < T; ++t)
         for (int j = warp; j < n_old; j += nwarps) {
@@ -503,7 +569,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     constexpr bool SPLIT_A = SD == DType::f32;
     uint4* UB = reinterpret_cast<uint4*>(reinterpret_cast<char*>(smem4) + lay.bytes);  // [2][8][UBP]
     int* POS = reinterpret_cast<int*>(UB + 2 * 8 * UBP);                              // [8] ring positions
-    for (int x = tid; x < 2 * 8 * (KM / 2); x += blockDim.x) {
+    for (int x = tid; x < 2 * 8 * (KM / 2); x += NT) {
       const int u = x / (8 * (KM / 2)), t = (x / (KM / 2)) % 8, kk = 2 * (x % (KM / 2));
       float v[2] = {0.f, 0.f};
       if (t < T)
