@@ -139,9 +139,10 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   extern __shared__ float4 smem4[];
   const TokenArgs& in = a.in;
   const Rings& rg = a.rings;
-  // the tensor-core instance: K and the block size are compile-time (no
-  // division by them in the preparation's index math)
-  const int K = MMA ? REPLAY_MMA_K : in.K, V = in.V, T = a.T, lpr = a.lpr, R = rg.R;
+  // the tensor-core instance: the block size and (but for GDN fp32, whose
+  // stream then spilled more and ran ~1 % slower: docs/perf_notes_delta.md
+  // v31) K are compile-time (no division by them in the preparation)
+  const int K = MMA && (KDA || SD != DType::f32) ? REPLAY_MMA_K : in.K, V = in.V, T = a.T, lpr = a.lpr, R = rg.R;
   constexpr int NT = REPLAY_THREADS;
   const int NM = rg.L + T;
   const int b = blockIdx.z, kh = blockIdx.y;
