@@ -453,23 +453,23 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
           }
       }
     } else {
-    // a warp per (token t, record j_lo <= j < m)
-    for (int t = 0; t < T; ++t)
-      for (int j = j_lo + warp, m = n_old + t; j < m; j += nwarps) {
-        float dk = 0.f, dq = 0.f;
-        for (int i = lane32; i < K; i += 32) {
-          const float kj = KV[j * K + i];
-          dk += kj * KV[m * K + i];
-          dq += kj * QV[t * K + i];
+      // a warp per (token t, record j_lo <= j < m)
+      for (int t = 0; t < T; ++t)
+        for (int j = j_lo + warp, m = n_old + t; j < m; j += nwarps) {
+          float dk = 0.f, dq = 0.f;
+          for (int i = lane32; i < K; i += 32) {
+            const float kj = KV[j * K + i];
+            dk += kj * KV[m * K + i];
+            dq += kj * QV[t * K + i];
+          }
+          dk = warp_sum(dk);
+          dq = warp_sum(dq);
+          for (int hvl = lane32; hvl < a.nh; hvl += 32) {
+            const float e = expf(float(LAMD[hvl * NM + m] - LAMD[hvl * NM + j]));
+            W[((hvl * T + t) * 2) * NM + j] = e * dk;
+            W[((hvl * T + t) * 2 + 1) * NM + j] = e * dq;
+          }
         }
-        dk = warp_sum(dk);
-        dq = warp_sum(dq);
-        for (int hvl = lane32; hvl < a.nh; hvl += 32) {
-          const float e = expf(float(LAMD[hvl * NM + m] - LAMD[hvl * NM + j]));
-          W[((hvl * T + t) * 2) * NM + j] = e * dk;
-          W[((hvl * T + t) * 2 + 1) * NM + j] = e * dq;
-        }
-      }
     }
   } else {
     for (int x = tid; x < T * K; x += NT) {  // e^{Λ_m}, Λ restarting at n_old with a flush
