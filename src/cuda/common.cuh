@@ -134,6 +134,17 @@ __device__ __forceinline__ void report(int32_t* status, int32_t bit) {
   if (status) atomicOr(status, bit);
 }
 
+// One thread per block of a row's nblk blocks, after the block's last read of
+// what the row's last arrival will rewrite (the eager steps' cursors):
+// counts the block in *ctr (runtime.h row_counters) and returns true for the
+// last arrival, which gets the counter zeroed again for the next launch.
+__device__ __forceinline__ bool last_row_arrival(unsigned* ctr, unsigned nblk) {
+  __threadfence();
+  if (atomicAdd(ctr, 1u) != nblk - 1) return false;
+  *ctr = 0;
+  return true;
+}
+
 // mbarriers and bulk asynchronous copies (cp.async.bulk, sm_90): a stage of
 // shared memory is filled by one copy instruction and completes on its
 // mbarrier, which the issuing thread primes with the bytes it expects.

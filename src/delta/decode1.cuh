@@ -185,16 +185,11 @@ __global__ void __launch_bounds__(DECODE1_THREADS, EAGER ? EAGER : DECODE1_MIN_B
     }
     n_fold = cur.count;
     fold_start = cur.start;
-    if (a.ctr && n_fold > 0 && tid == 0) {
-      __threadfence();
-      const unsigned nblk = gridDim.x * gridDim.y;
-      if (atomicAdd(a.ctr + b, 1u) == nblk - 1) {
-        int32_t* p = a.rings.cur + s * a.rings.c0;
-        p[0] = ring_pos(cur.start, cur.count, a.rings.R);
-        p[a.rings.c1] = 0;
-        p[2 * a.rings.c1] = 0;
-        a.ctr[b] = 0;
-      }
+    if (a.ctr && n_fold > 0 && tid == 0 && cuda_util::last_row_arrival(a.ctr + b, gridDim.x * gridDim.y)) {
+      int32_t* p = a.rings.cur + s * a.rings.c0;
+      p[0] = ring_pos(cur.start, cur.count, a.rings.R);
+      p[a.rings.c1] = 0;
+      p[2 * a.rings.c1] = 0;
     }
   }
   float* FV = sm + lay.fv;  // eager [L][K] fold vectors, E0 [K] (fold_prep)

@@ -58,25 +58,22 @@ __global__ void delta_cursor_kernel(CursorArgs a) {
         cuda_util::report(a.status, STATUS_BAD_ACCEPTED);
         return;
       }
-    } else if (a.op == CUR_EAGER) {  // errors were reported by the step kernel
-      if (a.acc.p) {
-        if (!ring_commit(c, int32_t(idx_at(a.acc, b)))) return;
-      } else if (c.pending != 0) {
-        return;
-      }
-      c = RingCursor{ring_pos(c.start, c.count, a.rings.R), 0, 0};  // folded, the token too
     } else if (a.op == CUR_FLUSH) {
       if (c.pending != 0) return;  // reported by the fold kernel
       c.start = ring_pos(c.start, c.count, a.rings.R);
       c.count = 0;
-    } else {  // CUR_STEP; errors were reported by the step kernel
+    } else {  // CUR_STEP / CUR_EAGER; errors were reported by the step kernel
       if (a.acc.p) {
         if (!ring_commit(c, int32_t(idx_at(a.acc, b)))) return;
       } else if (c.pending != 0) {
         return;
       }
-      c = ring_plan_step(c, a.T, a.rings.L, a.rings.R).next;
-      if (a.commit_all) ring_commit(c, a.T);
+      if (a.op == CUR_EAGER) {
+        c = RingCursor{ring_pos(c.start, c.count, a.rings.R), 0, 0};  // folded, the token too
+      } else {
+        c = ring_plan_step(c, a.T, a.rings.L, a.rings.R).next;
+        if (a.commit_all) ring_commit(c, a.T);
+      }
     }
   }
   p[0] = c.start;

@@ -133,9 +133,9 @@ mamba2_decode_kernel(const Params p) {
   // Eager: the row's cursor is the first async copy (group 0, committed by
   // every thread so the wait counts stay uniform), ahead of the state's
   // passes, so a cold cursor does not queue behind them; planned after the
-  // token's barrier below. Its 4 ints lie after zs (launch.cu: eager shared
-  // memory), the fold's arrays after them.
-  const int64_t eager_off = (decode_smem_floats(T, ns, p.nh, p.np) + 3) & ~int64_t(3);
+  // token's barrier below. Its 4 ints lie after zs, the fold's arrays after
+  // them (heuristics.h eager_cursor_off).
+  const int64_t eager_off = eager_cursor_off(T, ns, p.nh, p.np);
   int32_t* CUR = reinterpret_cast<int32_t*>(sm + eager_off);
   int64_t acc = 0;
   if (EAGER) {
@@ -213,15 +213,11 @@ mamba2_decode_kernel(const Params p) {
     }
     ef.n = plan.flush ? plan.fold_count : plan.hist_count;
     ef.start = plan.flush ? plan.fold_start : plan.hist_start;
-    if (p.ctr && ef.n > 0 && threadIdx.x == 0) {
-      __threadfence();
-      if (atomicAdd(p.ctr + b, 1u) == unsigned(p.pchunks * p.hchunks * p.G) - 1) {
-        store_cursor(p, src, RingCursor{ring_pos(ef.start, ef.n, p.R), 0, 0});
-        p.ctr[b] = 0;
-      }
-    }
+    if (p.ctr && ef.n > 0 && threadIdx.x == 0 &&
+        cuda_util::last_row_arrival(p.ctr + b, unsigned(p.pchunks * p.hchunks * p.G)))
+      store_cursor(p, src, RingCursor{ring_pos(ef.start, ef.n, p.R), 0, 0});
   }
-  if (EAGER && ef.n > 0) {  // fold arrays after zs, 16-byte aligned (launch.cu: eager shared memory)
+  if (EAGER && ef.n > 0) {  // fold arrays after the cursor (heuristics.h eager_cursor_off)
     float* fB = sm + eager_off + 4;
     float* fw = fB + int64_t(p.L) * ns;
     float* fdec = fw + int64_t(p.nh) * p.L;

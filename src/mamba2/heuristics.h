@@ -318,6 +318,15 @@ RSSM_M2_HD int64_t decode_smem_floats(int64_t T, int64_t ns, int64_t nh, int64_t
 inline int64_t fold_smem_floats(int64_t L, int64_t ns, int64_t nh) {
   return ns * L + nh * (L + 1);
 }
+// An eager step's decode block (decode_kernel.cuh EAGER): after the token's
+// arrays, 16-byte aligned, the row's cursor (4 ints) and then the fold's
+// arrays; the block reserves the alignment's 3 floats at most.
+RSSM_M2_HD int64_t eager_cursor_off(int64_t T, int64_t ns, int64_t nh, int64_t np) {
+  return (decode_smem_floats(T, ns, nh, np) + 3) & ~int64_t(3);
+}
+inline int64_t eager_decode_smem_floats(int64_t T, int64_t ns, int64_t nh, int64_t np, int64_t L) {
+  return decode_smem_floats(T, ns, nh, np) + 3 + 4 + fold_smem_floats(L, ns, nh);
+}
 inline int64_t prefill_smem_floats(int64_t L, int64_t ns, int64_t nh) {
   return ns * (L + 2 * PREFILL_CHUNK) + nh * (L + 1) + nh * 2 * PREFILL_CHUNK;
 }

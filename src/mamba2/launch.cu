@@ -234,10 +234,8 @@ int hot_unroll(const RowGeometry&) { return 1; }
 void launch_decode_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec) {
   const DeviceInfo info = device_info(fn);
   const RowGeometry g = hot(fn, p, state);
-  // (eager steps: the cursor and the fold's arrays after the token's, 16-byte
-  // aligned, decode_kernel.cuh)
   auto smem = [&](int64_t nh, int64_t np) {
-    return 4 * (decode_smem_floats(p.T, g.ns, nh, np) + (p.eager ? 3 + 4 + fold_smem_floats(p.L, g.ns, nh) : 0));
+    return 4 * (p.eager ? eager_decode_smem_floats(p.T, g.ns, nh, np, p.L) : decode_smem_floats(p.T, g.ns, nh, np));
   };
   const int rpp = rows_per_pass(g, hot_unroll(g));
   const Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(HOT_PASSES) * rpp);
