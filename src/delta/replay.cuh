@@ -212,19 +212,24 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // columns) are free of bank conflicts.
   constexpr bool WIDE = SD == DType::f32;
   auto swz = [](int r) { return WIDE ? (r & 1) << 2 : (r & 3) << 1; };
-  auto issue_unit = [&](int tile, int hf) {
-    const int rr0 = tile * 16;
-    const TS* base = row_ptr(rr0) + (WIDE ? hf * 64 : 0);
+  // Copy i of a lane takes row r = 2i + (lane >> 4), chunk q = lane & 15:
+  // one 64-bit source step per copy (2 rows), destinations at fixed offsets
+  // (swz(r) depends on i only through i & 1). A tile's rows never cross a
+  // value head (replay_mma_fits), so row r of tile rr0 is row_ptr(rr0) + r·s2.
+  const int u_hi = lane32 >> 4, u_q = lane32 & 15;
+  const int64_t row_step = a.st.s2 * int64_t(sizeof(TS));
+  auto issue_unit = [&](const TS* row0, int hf) {  // row0: the tile's first row
+    const char* src = reinterpret_cast<const char*>(row0 + (WIDE ? hf * 64 : 0)) + u_hi * row_step + u_q * 16;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const int idx = lane32 + 32 * i, r = idx >> 4, q = idx & 15;
-      cp_async16(stg + (r * 16 + (q ^ swz(r))) * 16,
-                 reinterpret_cast<const char*>(base + int64_t(r) * a.st.s2) + q * 16);
+      const int r = 2 * i + u_hi;
+      cp_async16(stg + (r * 16 + (u_q ^ swz(r))) * 16, src);
+      src += 2 * row_step;
     }
     cp_async_commit();
   };
   if constexpr (MMA) {
-    if (warp < RB / 16) issue_unit(warp, 0);
+    if (warp < RB / 16) issue_unit(row_ptr(warp * 16), 0);
   }
   // the last warp: L2 prefetch of the records of the block a.rec_pf ahead
   // (KDA, not on packed copies: heuristics.h, replay_spec_prefetch_distance)
@@ -384,6 +389,10 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     // a sum of at most L + T gates of one sign for decaying gates.
     const int hv = hv0;
     for (int k = tid; k < K; k += NT) {
+      // the channel's ring gates and raw-gate constants, addressed once
+      float* const gring = rg.g + s * rg.g0 + int64_t(hv) * rg.g2 + k;
+      GateRaw gr = gate_raw(in, true, b, 0, hv, k);  // token 0's input; .x reloaded per token below
+      const int64_t gin = b * in.g.sb + int64_t(hv) * in.g.sh + k;
       // gates in batches of 8: their loads are issued before they are stored
       for (int i0 = 0; i0 < n; i0 += 8) {
         float g[8];
@@ -392,12 +401,12 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
           const int i = i0 + e;
           if (i >= n) break;
           if (i < n_old) {
-            g[e] = rg.g[s * rg.g0 + int64_t(rpos(old_start, i)) * rg.g1 + int64_t(hv) * rg.g2 + k];
+            g[e] = gring[int64_t(rpos(old_start, i)) * rg.g1];
           } else {
             const int t = i - n_old;
-            g[e] = gate_at(in, true, b, t, hv, k);
-            if (g_writer)
-              rg.g[s * rg.g0 + int64_t(rpos(p.append_start, t)) * rg.g1 + int64_t(hv) * rg.g2 + k] = g[e];
+            gr.x = load_bits(in.g.p, in.g.dt, gin + int64_t(t) * in.g.st);
+            g[e] = gate_of(in, gr);
+            if (g_writer) gring[int64_t(rpos(p.append_start, t)) * rg.g1] = g[e];
           }
         }
 #pragma unroll
@@ -570,35 +579,43 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     constexpr bool SPLIT_A = SD == DType::f32;
     uint4* UB = reinterpret_cast<uint4*>(reinterpret_cast<char*>(smem4) + lay.bytes);  // [2][8][UBP]
     int* POS = reinterpret_cast<int*>(UB + 2 * 8 * UBP);                              // [8] ring positions
-    for (int x = tid; x < 2 * 8 * (KM / 2); x += NT) {
-      const int u = x / (8 * (KM / 2)), t = (x / (KM / 2)) % 8, kk = 2 * (x % (KM / 2));
-      float v[2] = {0.f, 0.f};
-      if (t < T)
+    static_assert(2 * 8 * (KM / 2) % NT == 0, "whole passes over the B operands");
 #pragma unroll
-        for (int e = 0; e < 2; ++e)
-          v[e] = u == 0 ? (KDA ? UK[t * KM + kk + e] : KV[(n_old + t) * KM + kk + e])
-                        : (KDA ? UQ[t * KM + kk + e] : QV[t * KM + kk + e]);
+    for (int i = 0; i < 2 * 8 * (KM / 2) / NT; ++i) {
+      const unsigned x = unsigned(tid + i * NT);
+      const unsigned u = x / (8 * (KM / 2)), t = (x / (KM / 2)) % 8, kk = 2 * (x % (KM / 2));
+      float2 v = make_float2(0.f, 0.f);
+      if (t < unsigned(T)) {
+        const float* src = u == 0 ? (KDA ? UK + t * KM : KV + (n_old + t) * KM) : (KDA ? UQ : QV) + t * KM;
+        v = *reinterpret_cast<const float2*>(src + kk);
+      }
       uint4 q;
-      tf32_split<true>(v[0], q.x, q.z);
-      tf32_split<true>(v[1], q.y, q.w);
+      tf32_split<true>(v.x, q.x, q.z);
+      tf32_split<true>(v.y, q.y, q.w);
       UB[(u * 8 + t) * UBP + kk / 2] = q;
     }
     if (tid < T) POS[tid] = rpos(p.append_start, tid);
     __syncthreads();
     const int g = lane32 >> 2, t4 = lane32 & 3, qb = lane32 & ~3;
     const int ntiles = RB / 16;
+    // the tile's value head and first row inside it, advanced per tile
+    // without a division (vt is a multiple of 16)
+    int t_hvl = (warp * 16) / vt, t_rem = (warp * 16) % vt;
     for (int tile = warp; tile < ntiles; tile += nwarps) {
-      const int rr0 = tile * 16, hvl = rr0 / vt, hv = hv0 + hvl, hwi = KDA ? 0 : hvl;
-      const int vr = v0 + rr0 % vt + g;  // row g's v (row g + 8: vr + 8)
+      const int rr0 = tile * 16, hvl = t_hvl, hv = hv0 + hvl, hwi = KDA ? 0 : hvl;
+      const int vr = v0 + t_rem + g;  // row g's v (row g + 8: vr + 8)
+      TS* const trow = state + int64_t(hv) * a.st.s1 + int64_t(vr - g) * a.st.s2;  // the tile's first row
+      for (t_rem += 16 * nwarps; t_rem >= vt; t_rem -= vt) ++t_hvl;  // now the warp's next tile
       // this lane's inputs v of its tokens 2·t4, 2·t4 + 1
       // (raw loads first: act_at would wait for each 16-bit v in turn)
       uint32_t vb[2][2];
       float vin[2][2];
+      const int64_t vbase = b * in.v.sb + int64_t(hv) * in.v.sh + vr + int64_t(2 * t4) * in.v.st;
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          vb[h][i] = 2 * t4 + i < T ? act_bits(in.v, b, 2 * t4 + i, hv, vr + 8 * h) : 0u;
+          vb[h][i] = 2 * t4 + i < T ? load_bits(in.v.p, in.v.dt, vbase + i * in.v.st + 8 * h) : 0u;
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -625,7 +642,9 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
         if (WIDE || hf == 1) {  // the stage is read: the warp's next unit
           __syncwarp();
           const int nt = WIDE && hf == 0 ? tile : tile + nwarps;
-          if (nt < ntiles) issue_unit(nt, WIDE && hf == 0 ? 1 : 0);
+          if (nt < ntiles)
+            issue_unit(WIDE && hf == 0 ? trow : state + int64_t(hv0 + t_hvl) * a.st.s1 + int64_t(v0 + t_rem) * a.st.s2,
+                       WIDE && hf == 0 ? 1 : 0);
         }
         if (p.flush) {
 #pragma unroll
@@ -666,7 +685,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
 #pragma unroll
           for (int h = 0; h < 2; ++h)
 #pragma unroll
-            for (int c = 0; c < 4; ++c) st4<SD>(row_ptr(rr0 + g + 8 * h) + col0 + 16 * c, f[h] + 4 * c);
+            for (int c = 0; c < 4; ++c) st4<SD>(trow + int64_t(g + 8 * h) * a.st.s2 + col0 + 16 * c, f[h] + 4 * c);
         }
 #pragma unroll
         for (int c = 0; c < 4; ++c)
@@ -744,22 +763,27 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
           }
         }
       }
+      // d, o (and a dual step's v records) of this lane's tokens; the dual
+      // variant apart, so that a plain step computes no ring_v addresses
       const int64_t dbase = s * rg.d0 + int64_t(hv) * rg.d2 + vr;
-      const int64_t obase = b * in.o.sb + int64_t(hv) * in.o.sh + vr;
+      const int64_t obase = b * in.o.sb + int64_t(hv) * in.o.sh + vr + int64_t(2 * t4) * in.o.st;
+      auto stores = [&](auto dual) {
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int tt = 2 * t4 + i;
-        if (tt >= T) continue;
-        const int64_t pos = POS[tt];
+        for (int i = 0; i < 2; ++i) {
+          if (2 * t4 + i >= T) continue;
+          const int64_t pos = POS[2 * t4 + i];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          store_any(rg.d, rg.d_dt, dbase + pos * rg.d1 + 8 * h, dfin[h][i]);
-          store_any(in.o.p, in.o.dt, obase + tt * in.o.st + 8 * h, ofin[h][i]);
-          if (a.dual)
-            store_any(a.ring_v.p, a.ring_v.dt,
-                      s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + vr + 8 * h, vin[h][i]);
+          for (int h = 0; h < 2; ++h) {
+            store_any(rg.d, rg.d_dt, dbase + pos * rg.d1 + 8 * h, dfin[h][i]);
+            store_any(in.o.p, in.o.dt, obase + i * in.o.st + 8 * h, ofin[h][i]);
+            if constexpr (decltype(dual)::value)
+              store_any(a.ring_v.p, a.ring_v.dt,
+                        s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + vr + 8 * h, vin[h][i]);
+          }
         }
-      }
+      };
+      if (a.dual) stores(std::true_type{});
+      else stores(std::false_type{});
     }
   } else {
     for (int pi = 0; pi < np; ++pi) {
