@@ -365,7 +365,8 @@ TEST(Conv1d, BadInputsChangeNothing) {
 
 // As for the SSM pools, an accepted count for a row with nothing pending is
 // an error (same wording); a batch that mixes fresh and pending rows runs as
-// two calls, the fresh rows without num_accepted.
+// two calls, the fresh rows without num_accepted (or as a commit then one
+// update, conv1d_commit_test.cpp).
 TEST(Conv1d, FreshRowsRejectAcceptedCount) {
   for (Backend be : {Backend::reference, Backend::cpu}) {
     ConvConfig c{3, 40, 4, 4};

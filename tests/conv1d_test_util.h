@@ -84,6 +84,42 @@ class ConvSchedule {
   std::vector<int64_t> pending_;
 };
 
+// A batch over every slot that mixes rows with pending drafts (pending p in
+// [1, T_max], accepted count in [1, p]), fresh rows (pending 0, about a third)
+// and one pad row, for the commit tests; set_pending(s, p) stores each slot's
+// pending count. Pad = -1 in every slot list; `pending` has the fresh rows as
+// pad, `fresh` the pending rows; `accepted` holds junk on fresh and pad rows.
+struct MixedBatch {
+  std::vector<int64_t> slots, pending, fresh, accepted;
+  int64_t T = 1;
+  int64_t B() const { return int64_t(slots.size()); }
+};
+template <class SetPending>
+MixedBatch mixed_batch(std::mt19937_64& rng, int64_t S, int64_t T_max, SetPending&& set_pending) {
+  MixedBatch m;
+  std::vector<int64_t> perm(static_cast<size_t>(S));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  const size_t pad_at = size_t(rng() % uint64_t(S + 1));
+  for (size_t b = 0; b <= size_t(S); ++b) {
+    if (b == pad_at) {
+      for (auto* v : {&m.slots, &m.pending, &m.fresh}) v->push_back(-1);
+      m.accepted.push_back(0);
+      continue;
+    }
+    const int64_t s = perm[b - (b > pad_at ? 1 : 0)];
+    const bool fresh = rng() % 3 == 0;
+    const int64_t p = fresh ? 0 : 1 + int64_t(rng() % uint64_t(T_max));
+    set_pending(s, p);
+    m.slots.push_back(s);
+    m.pending.push_back(fresh ? -1 : s);
+    m.fresh.push_back(fresh ? s : -1);
+    m.accepted.push_back(fresh ? int64_t(rng() % 7) - 3 : 1 + int64_t(rng() % uint64_t(p)));
+  }
+  m.T = 1 + int64_t(rng() % uint64_t(T_max));
+  return m;
+}
+
 // Direct fp64 convolution over each slot's accepted input stream.
 class ConvModel {
  public:

@@ -300,6 +300,7 @@ TEST(Workspace, SizesAreMonotone) {
     EXPECT_EQ(mamba2_workspace_bytes(op, ms, 8, 1, 16, ex), 0u);
     EXPECT_EQ(delta_workspace_bytes(DeltaFamily::gdn, op, ds, 8, 1, 16, ex), 0u);
   }
+  EXPECT_EQ(conv1d_workspace_bytes(Conv1dOp::commit, 8, 0, 64, 4, ex), 0u);
   EXPECT_LE(conv1d_workspace_bytes(Conv1dOp::update, 4, 2, 64, 4, ex),
             conv1d_workspace_bytes(Conv1dOp::update, 4, 3, 64, 4, ex));
   Exec cuda = ex;

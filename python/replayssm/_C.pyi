@@ -250,6 +250,10 @@ def conv1d_prefill(*, x: Array, weight: Array, out: Array, cu_seqlens: Array, sl
                    backend: str = "cpu", stream: int = 0, num_threads: int = 0,
                    device_status: Optional[Array] = None,
     workspace: Optional[Array] = None) -> None: ...
+def conv1d_commit(*, conv_state: Array, conv_pending: Array, slot: Array, num_accepted: Array,
+                  W: int, pad_slot_id: int = -1, backend: str = "cpu", stream: int = 0,
+                  num_threads: int = 0, device_status: Optional[Array] = None,
+                  workspace: Optional[Array] = None) -> None: ...
 def conv1d_state_rows(W: int, T_max: int) -> int: ...
 def delta_workspace_bytes(*, family: str, op: str, H: int, HV: int, K: int, V: int, B: int,
                           T: int = 1, L: int = 16, backend: str = "cpu",

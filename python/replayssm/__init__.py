@@ -9,7 +9,7 @@ call the extension directly. See docs/python.md and docs/integration.md.
     replayssm.mamba2_*       decode, snapshot_decode, prefill, replay_step, commit,
                              materialize, flush, copy_slot, reset_slot
     replayssm.delta_*        the same for GDN / KDA (family='gdn' | 'kda')
-    replayssm.conv1d_*       causal conv1d update (with rollback) and prefill
+    replayssm.conv1d_*       causal conv1d update (with rollback), commit and prefill
     replayssm.*_pool         pool allocation (read_format=...: dual pools); *_bytes_per_row
     replayssm.*_workspace_bytes  scratch of one call (cpu backend: workspace=...)
     replayssm.*_decode_shared  shared-precision decode on a packed state (*_shared_state)
@@ -21,12 +21,12 @@ import sys as _sys
 
 from . import _C
 from ._C import Error, cuda_available
-from ._api import (conv1d_prefill, conv1d_update, delta_commit, delta_copy_slot, delta_decode,
-                   delta_decode_shared, delta_flush, delta_materialize, delta_prefill,
-                   delta_replay_step, delta_reset_slot, delta_snapshot_decode, mamba2_commit,
-                   mamba2_copy_slot, mamba2_decode, mamba2_decode_shared, mamba2_flush,
-                   mamba2_materialize, mamba2_prefill, mamba2_replay_step, mamba2_reset_slot,
-                   mamba2_snapshot_decode)
+from ._api import (conv1d_commit, conv1d_prefill, conv1d_update, delta_commit, delta_copy_slot,
+                   delta_decode, delta_decode_shared, delta_flush, delta_materialize,
+                   delta_prefill, delta_replay_step, delta_reset_slot, delta_snapshot_decode,
+                   mamba2_commit, mamba2_copy_slot, mamba2_decode, mamba2_decode_shared,
+                   mamba2_flush, mamba2_materialize, mamba2_prefill, mamba2_replay_step,
+                   mamba2_reset_slot, mamba2_snapshot_decode)
 from ._dispatch import load_torch_ops
 from .pools import (Conv1dPool, DeltaPool, Mamba2Pool, conv1d_pool, delta_bytes_per_row,
                     delta_pool, delta_shared_state, mamba2_bytes_per_row, mamba2_pool,
@@ -82,5 +82,5 @@ __all__ = [
     "mamba2_commit", "mamba2_materialize", "mamba2_flush", "mamba2_copy_slot",
     "mamba2_reset_slot", "delta_decode", "delta_snapshot_decode", "delta_prefill",
     "delta_replay_step", "delta_commit", "delta_materialize", "delta_flush", "delta_copy_slot",
-    "delta_reset_slot", "conv1d_update", "conv1d_prefill",
+    "delta_reset_slot", "conv1d_update", "conv1d_commit", "conv1d_prefill",
 ]

@@ -367,8 +367,9 @@ def conv1d_update(x: Array, weight: Array, pool: Conv1dPool, slot: Array,
     x [B, T, dim], weight [dim, W], bias [dim], slot [B], num_accepted [B]
     int32 (accepted count of each row's previous step, in [1, pending]; absent
     = all of it). As for the SSM pools, a row with nothing pending (fresh from
-    prefill or reset) must not be given a count: run such rows as a separate
-    call without num_accepted.
+    prefill or reset) must not be given a count: for a batch that mixes fresh
+    and pending rows, conv1d_commit the pending rows first (fresh rows as
+    pad_slot_id there), then update every row without num_accepted.
     """
     out = _d.empty_like(x) if out is None else out
     kw = dict(x=x, weight=weight, out=out, slot=slot, conv_state=pool.state,
@@ -376,6 +377,20 @@ def conv1d_update(x: Array, weight: Array, pool: Conv1dPool, slot: Array,
               num_accepted=num_accepted)
     _d.call("conv1d_update", _exec(kw, backend, stream, num_threads, device_status, workspace), x)
     return out
+
+
+def conv1d_commit(pool: Conv1dPool, slot: Array, num_accepted: Array, *, W: int,
+                  pad_slot_id: int = -1, backend=None, stream=None, num_threads=0,
+                  device_status=None, workspace=None) -> None:
+    """Commit accepted counts num_accepted [B] int32 (in [1, pending]) of the
+    rows slot [B]: state rows [0, W - 1) <- rows [a, a + W - 1), pending <- 0.
+    W is the kernel width (weight [dim, W]). Afterwards the rows are fresh: one
+    conv1d_update without num_accepted continues them exactly. Needs no
+    workspace (conv1d_workspace_bytes(op="commit") is 0)."""
+    kw = dict(conv_state=pool.state, conv_pending=pool.pending, slot=slot,
+              num_accepted=num_accepted, W=W, pad_slot_id=pad_slot_id)
+    _d.call("conv1d_commit", _exec(kw, backend, stream, num_threads, device_status, workspace),
+            pool.state)
 
 
 def conv1d_prefill(x: Array, weight: Array, pool: Conv1dPool, cu_seqlens: Array, slot: Array, *,

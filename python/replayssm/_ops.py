@@ -70,6 +70,8 @@ SCHEMAS: Dict[str, str] = {
                      "Tensor(b!) conv_state, Tensor(c!) conv_pending, Tensor? bias=None, "
                      "bool silu=True, int pad_slot_id=-1, Tensor? num_accepted=None, "
                      f"{_EXEC}",
+    "conv1d_commit": "*, Tensor(a!) conv_state, Tensor(b!) conv_pending, Tensor slot, "
+                     f"Tensor num_accepted, int W, int pad_slot_id=-1, {_EXEC}",
     "conv1d_prefill": "*, Tensor x, Tensor weight, Tensor(a!) out, Tensor cu_seqlens, "
                       "Tensor slot, Tensor(b!) conv_state, Tensor(c!) conv_pending, "
                       "Tensor? bias=None, bool silu=True, int pad_slot_id=-1, "

@@ -307,7 +307,8 @@ void bind_delta_conv(nb::module_& m) {
         Conv1dOp o;
         if (op == "update") o = Conv1dOp::update;
         else if (op == "prefill") o = Conv1dOp::prefill;
-        else throw Error(fn, "op", "expected update | prefill, got '" + op + "'");
+        else if (op == "commit") o = Conv1dOp::commit;
+        else throw Error(fn, "op", "expected update | prefill | commit, got '" + op + "'");
         return conv1d_workspace_bytes(o, B, T, dim, W,
                                       make_exec(fn, backend, 0, num_threads, std::nullopt, std::nullopt));
       },
@@ -362,6 +363,20 @@ void bind_delta_conv(nb::module_& m) {
       nb::kw_only(), "x"_a, "weight"_a, "out"_a, "cu_seqlens"_a, "slot"_a, "conv_state"_a, "conv_pending"_a,
       "bias"_a.none() = nb::none(), "silu"_a = true, "pad_slot_id"_a = -1,
       "initial"_a.none() = nb::none(), EXEC_ARGS);
+
+  m.def(
+      "conv1d_commit",
+      [](const Out& conv_state, const Out& conv_pending, const In& slot, const In& num_accepted,
+         int64_t W, int64_t pad_slot_id, EXEC_PARAMS) {
+        const char* fn = "conv1d_commit";
+        Tensor cs = view(fn, "conv_state", conv_state), cp = view(fn, "conv_pending", conv_pending);
+        Tensor sl = view(fn, "slot", slot), na = view(fn, "num_accepted", num_accepted);
+        Exec e = EXEC();
+        nb::gil_scoped_release r;
+        conv1d_commit(cs, cp, sl, pad_slot_id, na, W, e);
+      },
+      nb::kw_only(), "conv_state"_a, "conv_pending"_a, "slot"_a, "num_accepted"_a, "W"_a,
+      "pad_slot_id"_a = -1, EXEC_ARGS);
 
   m.def("conv1d_state_rows", &conv1d_state_rows, "W"_a, "T_max"_a);
 }

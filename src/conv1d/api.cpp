@@ -50,8 +50,8 @@ void check_devices(const char* fn, const Exec& exec,
 }
 
 // Pending counts of the rows' slots lie in [0, T_max]; when num_accepted is
-// given, every non-pad row has pending > 0 and an accepted count in
-// [1, pending] (host-visible tensors only).
+// given (always for commit), every non-pad row has pending > 0 and an
+// accepted count in [1, pending] (host-visible tensors only).
 void check_cursors_host(const char* fn, const Tensor& slot, int64_t pad,
                         const Tensor& conv_pending, const Tensor& num_accepted,
                         const conv1d::Dims& d) {
@@ -86,7 +86,8 @@ int64_t conv1d_state_rows(int64_t W, int64_t T_max) {
 size_t conv1d_workspace_bytes(Conv1dOp op, int64_t B, int64_t T, int64_t dim, int64_t W,
                               const Exec& exec) {
   static constexpr const char* FN = "conv1d_workspace_bytes";
-  check::require(op == Conv1dOp::update || op == Conv1dOp::prefill, FN, "op", "unknown operation");
+  check::require(op == Conv1dOp::update || op == Conv1dOp::prefill || op == Conv1dOp::commit, FN,
+                 "op", "unknown operation");
   check::require(B >= 0, FN, "B", "expected B >= 0, got " + std::to_string(B));
   if (op == Conv1dOp::update) check::positive(FN, "T", T);
   check::positive(FN, "dim", dim);
@@ -148,6 +149,37 @@ void conv1d_update(const Conv1dStep& step, const Tensor& conv_state, const Tenso
     conv1d::reference::update(step, conv_state, conv_pending, num_accepted, d);
   else
     conv1d::cpu::update(step, conv_state, conv_pending, num_accepted, d, exec);
+}
+
+void conv1d_commit(const Tensor& conv_state, const Tensor& conv_pending, const Tensor& slot,
+                   int64_t pad_slot_id, const Tensor& num_accepted, int64_t W, const Exec& exec) {
+  static constexpr const char* FN = "conv1d_commit";
+  conv1d::Dims d;
+  check::require(W >= 2, FN, "W", "expected a kernel width W >= 2, got " + std::to_string(W));
+  d.W = W;
+  d.dim = ANY;
+  check_state(FN, conv_state, conv_pending, d);
+  d.dim = conv_state.shape[2];
+  check::index_vector(FN, "slot", slot, ANY);
+  d.B = slot.shape[0];
+  check::shape(FN, "num_accepted", num_accepted, {d.B});
+  check::dtype(FN, "num_accepted", num_accepted, {DType::i32});
+  check_devices(FN, exec, {{"conv_state", &conv_state}, {"conv_pending", &conv_pending},
+                           {"slot", &slot}, {"num_accepted", &num_accepted}});
+  if (exec.backend == Backend::cuda) {
+    if (d.B == 0) return;
+    conv1d::cuda::commit(conv_state, conv_pending, slot, pad_slot_id, num_accepted, d, exec);
+    return;
+  }
+  check::slots(FN, "slot", slot, pad_slot_id, d.S, true);
+  check_cursors_host(FN, slot, pad_slot_id, conv_pending, num_accepted, d);
+  if (exec.backend == Backend::cpu)
+    check_workspace(FN, exec, conv1d::cpu::workspace_plan(Conv1dOp::commit, d, cpu_threads(exec.num_threads)));
+  if (d.B == 0) return;
+  if (exec.backend == Backend::reference)
+    conv1d::reference::commit(conv_state, conv_pending, slot, pad_slot_id, num_accepted, d);
+  else
+    conv1d::cpu::commit(conv_state, conv_pending, slot, pad_slot_id, num_accepted, d, exec);
 }
 
 void conv1d_prefill(const Conv1dPrefill& p, const Tensor& conv_state, const Tensor& conv_pending,

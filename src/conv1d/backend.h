@@ -9,7 +9,7 @@
 namespace replayssm::conv1d {
 
 struct Dims {
-  int64_t B = 0;       // rows (step) or prompts (prefill)
+  int64_t B = 0;       // rows (step, commit) or prompts (prefill)
   int64_t T = 0;       // tokens per row (step)
   int64_t dim = 0;     // channels
   int64_t W = 0;       // kernel width
@@ -23,7 +23,9 @@ struct Dims {
   void update(const Conv1dStep& step, const Tensor& conv_state, const Tensor& conv_pending,   \
               const Tensor& num_accepted, const Dims& d __VA_ARGS__);                        \
   void prefill(const Conv1dPrefill& p, const Tensor& conv_state, const Tensor& conv_pending, \
-               const Dims& d __VA_ARGS__);
+               const Dims& d __VA_ARGS__);                                                   \
+  void commit(const Tensor& conv_state, const Tensor& conv_pending, const Tensor& slot,       \
+              int64_t pad_slot_id, const Tensor& num_accepted, const Dims& d __VA_ARGS__);
 
 namespace reference { RSSM_CONV1D_BACKEND_API() }
 namespace cpu {

@@ -17,6 +17,11 @@
 // pending), skips the row (no writes at all) and ORs
 // STATUS_BAD_SLOT / STATUS_BAD_ACCEPTED into exec.device_status. Prefill
 // rows whose cu_seqlens entries are malformed are skipped with STATUS_BAD_SLOT.
+//
+// Commit, per row b with slot s and accepted count a (the same plan and
+// checks as a step given num_accepted):
+//   conv_state[s, 0 : W − 1, c] ← conv_state[s, a : a + W − 1, c],  pending[s] ← 0
+// in one launch with one block per row (see conv1d_commit_kernel).
 #include <algorithm>
 #include <type_traits>
 
@@ -160,6 +165,40 @@ __global__ void conv1d_pending_kernel(UpdateParams p) {
   if (b >= p.B) return;
   const RowPlan r = plan_row(p, b);
   if (r.kind == ROW_OK) p.pending[r.s * p.pend_s] = int32_t(p.T);
+}
+
+// Commit: one block per row (grid-stride over rows), its threads striding
+// over the channels. Thread 0 alone reads the row's slot, pending and
+// accepted counts (plan_row), publishes the plan in shared memory and then
+// zeroes pending[s]; the other threads use the shared plan and never read
+// conv_pending. Non-pad slots of a call are distinct (the caller's contract,
+// checked on the host backends), so no other block reads pending[s] either:
+// the zeroing cannot race with a check, and a single launch suffices. Each
+// thread moves only its own channels, rows in ascending order: row a + i > i
+// is read before row i is written, and the rows still to be read lie above
+// every row written. The stored bits are copied (E: uint32_t for f32,
+// uint16_t for f16 / bf16), so the commit is exact in every dtype and works
+// for any W. The second barrier keeps the plan until every thread is done.
+constexpr int COMMIT_THREADS = 256;
+
+template <class E>
+__global__ void __launch_bounds__(COMMIT_THREADS) conv1d_commit_kernel(UpdateParams p) {
+  __shared__ RowPlan plan;
+  for (int64_t b = blockIdx.x; b < p.B; b += gridDim.x) {
+    if (threadIdx.x == 0) {
+      plan = plan_row(p, b);
+      if (plan.kind == ROW_BAD) report(p.status, plan.bad);
+      else if (plan.kind == ROW_OK) p.pending[plan.s * p.pend_s] = 0;
+    }
+    __syncthreads();
+    const RowPlan r = plan;
+    if (r.kind == ROW_OK) {
+      E* col = static_cast<E*>(p.state) + r.s * p.st_ss;
+      for (int64_t c = threadIdx.x; c < p.dim; c += blockDim.x)
+        for (int64_t i = 0; i < p.W - 1; ++i) col[i * p.st_sr + c] = col[(r.a + i) * p.st_sr + c];
+    }
+    __syncthreads();
+  }
 }
 
 struct PrefillParams {
@@ -421,6 +460,37 @@ void prefill(const Conv1dPrefill& pf, const Tensor& conv_state, const Tensor& co
     conv1d_prefill_state_kernel<XD><<<grid, THREADS, 0, stream>>>(p);
     cuda_util::check_launch(FN);
   });
+}
+
+void commit(const Tensor& conv_state, const Tensor& conv_pending, const Tensor& slot,
+            int64_t pad_slot_id, const Tensor& num_accepted, const Dims& d, const Exec& exec) {
+  static constexpr const char* FN = "conv1d_commit";
+  cuda_util::require_supported_device(FN);
+  UpdateParams p{};  // the step's parameters without x, weight, bias and out
+  p.slot = slot.data;
+  p.slot_dt = slot.dtype;
+  p.slot_s = slot.stride[0];
+  p.num_accepted = static_cast<const int32_t*>(num_accepted.data);
+  p.na_s = num_accepted.stride[0];
+  p.state = conv_state.data;
+  p.st_ss = conv_state.stride[0];
+  p.st_sr = conv_state.stride[1];
+  p.pending = static_cast<int32_t*>(conv_pending.data);
+  p.pend_s = conv_pending.stride[0];
+  p.B = d.B;
+  p.dim = d.dim;
+  p.W = d.W;
+  p.S = d.S;
+  p.T_max = d.T_max();
+  p.pad = pad_slot_id;
+  p.status = exec.device_status;
+  const cudaStream_t stream = cuda_util::stream_of(exec);
+  const unsigned grid = unsigned(std::min(d.B, MAX_GRID_Y));
+  if (conv_state.dtype == DType::f32)
+    conv1d_commit_kernel<uint32_t><<<grid, COMMIT_THREADS, 0, stream>>>(p);
+  else
+    conv1d_commit_kernel<uint16_t><<<grid, COMMIT_THREADS, 0, stream>>>(p);
+  cuda_util::check_launch(FN);
 }
 
 }  // namespace replayssm::conv1d::cuda

@@ -7,6 +7,7 @@
 // staged stream in its worker's slab.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "conv1d/backend.h"
@@ -195,6 +196,7 @@ template <DType XD, DType SD> struct Prefill {
 WorkspacePlan workspace_plan(Conv1dOp op, const Dims& d, int threads) {
   WorkspacePlan plan;
   plan.threads = threads;
+  if (op == Conv1dOp::commit) return plan;  // moves rows in place: no scratch
   Carver shared, slab;
   carve_weights(shared, d);
   carve_stream(slab, d, op == Conv1dOp::update ? d.T : TC);
@@ -212,6 +214,34 @@ void update(const Conv1dStep& step, const Tensor& conv_state, const Tensor& conv
 void prefill(const Conv1dPrefill& p, const Tensor& conv_state, const Tensor& conv_pending,
              const Dims& d, const Exec& exec) {
   dispatch<Prefill>(p.x.dtype, conv_state.dtype, p, conv_state, conv_pending, d, exec);
+}
+
+// Rows [0, W − 1) ← rows [a, a + W − 1) of each committed slot, as stored
+// bytes (no dtype dispatch): one memmove of the dim contiguous channels per
+// row, in ascending row order (row a + i > i is read before row i is written,
+// and rows still to be read lie above every row written). The work items
+// never read conv_pending, so zeroing it afterwards needs no ordering.
+void commit(const Tensor& conv_state, const Tensor& conv_pending, const Tensor& slot,
+            int64_t pad, const Tensor& num_accepted, const Dims& d, const Exec& exec) {
+  const int64_t H = d.W - 1, esize = int64_t(dtype_size(conv_state.dtype));
+  const int64_t row_bytes = d.dim * esize;
+  auto* state = static_cast<char*>(conv_state.data);
+  // Chunks of at least ~64 KiB moved per thread hand-off.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, H * row_bytes));
+  parallel_for(d.B, cpu_threads(exec.num_threads), [&](int64_t b) {
+    const int64_t s = check::index_at(slot, b);
+    if (s == pad) return;
+    const int64_t a = check::index_at(num_accepted, b);
+    char* sb = state + s * conv_state.stride[0] * esize;
+    for (int64_t i = 0; i < H; ++i)
+      std::memmove(sb + i * conv_state.stride[1] * esize, sb + (a + i) * conv_state.stride[1] * esize,
+                   size_t(row_bytes));
+  }, grain);
+  auto* pend = static_cast<int32_t*>(conv_pending.data);
+  for (int64_t b = 0; b < d.B; ++b) {
+    const int64_t s = check::index_at(slot, b);
+    if (s != pad) pend[s * conv_pending.stride[0]] = 0;
+  }
 }
 
 }  // namespace replayssm::conv1d::cpu

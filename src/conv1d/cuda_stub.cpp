@@ -16,6 +16,10 @@ void update(const Conv1dStep&, const Tensor&, const Tensor&, const Tensor&, cons
 void prefill(const Conv1dPrefill&, const Tensor&, const Tensor&, const Dims&, const Exec&) {
   no_cuda("conv1d_prefill");
 }
+void commit(const Tensor&, const Tensor&, const Tensor&, int64_t, const Tensor&, const Dims&,
+            const Exec&) {
+  no_cuda("conv1d_commit");
+}
 
 }  // namespace replayssm::conv1d::cuda
 #endif

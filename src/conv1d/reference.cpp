@@ -5,6 +5,7 @@
 // followed by the new inputs; output t is
 //   out[t] = act(bias[c] + Σ_{i<W} weight[c, i] · u[t + i]).
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "conv1d/backend.h"
@@ -104,6 +105,27 @@ void prefill(const Conv1dPrefill& p, const Tensor& conv_state, const Tensor& con
       for (int64_t i = 0; i < H; ++i)
         store_from_f64(conv_state.data, conv_state.dtype, at3(conv_state, s, i, c), u[size_t(n + i)]);
     }
+    pending[s * conv_pending.stride[0]] = 0;
+  }
+}
+
+void commit(const Tensor& conv_state, const Tensor& conv_pending, const Tensor& slot,
+            int64_t pad_slot_id, const Tensor& num_accepted, const Dims& d) {
+  const int64_t H = d.W - 1;
+  const size_t esize = dtype_size(conv_state.dtype);
+  auto* state = static_cast<char*>(conv_state.data);
+  auto* pending = static_cast<int32_t*>(conv_pending.data);
+  for (int64_t b = 0; b < d.B; ++b) {
+    const int64_t s = check::index_at(slot, b);
+    if (s == pad_slot_id) continue;
+    const int64_t a = check::index_at(num_accepted, b);
+    // rows [0, W − 1) ← rows [a, a + W − 1), bytes as stored. Ascending i:
+    // row i is written after row a + i > i was read, and the rows still to be
+    // read (a + j, j > i) lie above every row written so far.
+    for (int64_t c = 0; c < d.dim; ++c)
+      for (int64_t i = 0; i < H; ++i)
+        std::memcpy(state + at3(conv_state, s, i, c) * int64_t(esize),
+                    state + at3(conv_state, s, a + i, c) * int64_t(esize), esize);
     pending[s * conv_pending.stride[0]] = 0;
   }
 }

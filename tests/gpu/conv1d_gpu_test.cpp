@@ -1,6 +1,7 @@
 // Causal conv1d and slot operations on the CUDA backend: cuda against the
 // reference under random speculative schedules (NaN-poisoned outputs, pad
-// rows, prefill mid-schedule), device-side error reporting, slot copy/zero
+// rows, prefill mid-schedule), commit then one update against the cpu
+// backend and the split calls, device-side error reporting, slot copy/zero
 // against the CPU versions. Every test skips cleanly without a GPU.
 #include <gtest/gtest.h>
 
@@ -214,6 +215,100 @@ TEST(Conv1dGpu, DeviceStatusReportsBadRows) {
     EXPECT_TRUE(d_state.to_host().bytes_equal(pool.state)) << k.name;
     EXPECT_TRUE(d_pending.to_host().bytes_equal(pool.pending)) << k.name;
   }
+}
+
+// conv1d_commit then one update without num_accepted on a batch that mixes
+// pending, fresh and pad rows: the cuda commit equals the cpu commit byte for
+// byte (state and pending), the cuda update after it equals the cpu update
+// (outputs within tolerance, state and pending bytes), and its outputs and
+// state are byte-identical to the cuda split calls. In a second call, rows
+// the device must reject (slot out of range, accepted count 0 or above
+// pending, a count for a fresh row, a corrupt pending count) are skipped
+// with every byte of their slots kept and reported, while the good row of
+// the same call is committed.
+TEST(Conv1dGpu, CommitMatchesCpu) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const ConvConfig configs[] = {{9, 300, 4, 8},
+                                {8, 130, 3, 8, DType::bf16, DType::bf16, DType::bf16},
+                                {7, 77, 7, 5, DType::f16, DType::f16, DType::f16},
+                                {6, 64, 2, 4, DType::f32, DType::bf16, DType::f32}};
+  uint64_t seed = 111;
+  for (const ConvConfig& c : configs) {
+    for (int rep = 0; rep < 2; ++rep, ++seed) {
+      std::mt19937_64 rng(seed);
+      const ConvWeights w(c, rng);
+      const DeviceTensor d_weight(w.weight);
+      DeviceTensor d_bias;
+      if (c.bias) d_bias.upload(w.bias);
+      ConvPool cpu(c);
+      cpu.state.fill_uniform(rng, -1, 1);
+      const MixedBatch m =
+          mixed_batch(rng, c.S, c.T_max, [&](int64_t s, int64_t p) { cpu.pending.set(s, double(p)); });
+      HostTensor x(c.x_dtype, {m.B(), m.T, c.dim}), out(c.x_dtype, {m.B(), m.T, c.dim});
+      x.fill_uniform(rng, -2, 2);
+      out.fill_nan();
+      const HostTensor slot = index_tensor(m.slots), pend = index_tensor(m.pending, DType::i64),
+                       fresh = index_tensor(m.fresh), acc = index_tensor(m.accepted);
+      const DeviceTensor dx(x), dslot(slot), dpend(pend), dfresh(fresh), dacc(acc);
+      DeviceTensor d_state(cpu.state), d_pending(cpu.pending), s_state(cpu.state),
+          s_pending(cpu.pending), d_out(out), s_out_p(out), s_out_f(out);
+      const DeviceStatus status;
+      const Exec ex = cuda_exec(status);
+      const std::string where = "seed " + std::to_string(seed);
+
+      conv1d_commit(cpu.state, cpu.pending, pend, -1, acc, c.W, Exec{Backend::cpu});
+      conv1d_commit(d_state, d_pending, dpend, -1, dacc, c.W, ex);
+      ASSERT_NO_THROW(check_device_status(ex, "conv1d_commit")) << where;
+      EXPECT_TRUE(d_state.to_host().bytes_equal(cpu.state)) << where << " commit";
+      EXPECT_TRUE(d_pending.to_host().bytes_equal(cpu.pending)) << where << " commit";
+
+      conv1d_update(make_conv_step(c, x, w, slot, out), cpu.state, cpu.pending, {}, Exec{Backend::cpu});
+      conv1d_update(device_step(c, dx, d_weight, d_bias, dslot, d_out), d_state, d_pending, {}, ex);
+      // The split calls on the device.
+      conv1d_update(device_step(c, dx, d_weight, d_bias, dpend, s_out_p), s_state, s_pending, dacc, ex);
+      conv1d_update(device_step(c, dx, d_weight, d_bias, dfresh, s_out_f), s_state, s_pending, {}, ex);
+      ASSERT_NO_THROW(check_device_status(ex, "conv1d_update")) << where;
+      const HostTensor got = d_out.to_host(), got_p = s_out_p.to_host(), got_f = s_out_f.to_host();
+      EXPECT_LE(rel_err(got.to_f64(), out.to_f64()), tolerance(c.x_dtype)) << where;
+      EXPECT_TRUE(d_state.to_host().bytes_equal(cpu.state)) << where << " update";
+      EXPECT_TRUE(d_pending.to_host().bytes_equal(cpu.pending)) << where << " update";
+      EXPECT_TRUE(s_state.to_host().bytes_equal(cpu.state)) << where << " split";
+      EXPECT_TRUE(s_pending.to_host().bytes_equal(cpu.pending)) << where << " split";
+      const size_t row = size_t(m.T * c.dim) * dtype_size(c.x_dtype);
+      for (int64_t b = 0; b < m.B(); ++b)
+        EXPECT_EQ(std::memcmp(got.as<char>() + size_t(b) * row,
+                              (m.fresh[size_t(b)] >= 0 ? got_f : got_p).as<char>() + size_t(b) * row, row),
+                  0) << where << " row " << b;
+    }
+  }
+
+  // Device-side rejection: slots 0..4 pending {3, 0, 2, 9 (> T_max), 4}.
+  ConvConfig c{6, 50, 4, 5};
+  std::mt19937_64 rng(117);
+  ConvPool pool(c);
+  pool.state.fill_uniform(rng, -1, 1);
+  const int64_t pend[] = {3, 0, 2, 9, 4, 1};
+  for (int64_t s = 0; s < c.S; ++s) pool.pending.set(s, double(pend[s]));
+  DeviceTensor d_state(pool.state), d_pending(pool.pending);
+  const DeviceStatus status;
+  const Exec ex = cuda_exec(status);
+  // rows: bad slot, good (slot 4, a = 2), a = 0, a > pending, fresh slot, corrupt pending, pad
+  const DeviceTensor dslot(index_tensor({c.S + 3, 4, 0, 2, 1, 3, -1}, DType::i64)),
+      dacc(index_tensor({1, 2, 0, 3, 1, 1, 0}));
+  conv1d_commit(d_state, d_pending, dslot, -1, dacc, c.W, ex);
+  try {
+    check_device_status(ex, "conv1d_commit");
+    ADD_FAILURE() << "bad rows not reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "device_status");
+    EXPECT_NE(std::string(e.what()).find("STATUS_BAD_SLOT"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("STATUS_BAD_ACCEPTED"), std::string::npos) << e.what();
+  }
+  const HostTensor good_slot = index_tensor({4}), good_acc = index_tensor({2});
+  conv1d_commit(pool.state, pool.pending, good_slot, -1, good_acc, c.W, Exec{Backend::cpu});
+  EXPECT_TRUE(d_state.to_host().bytes_equal(pool.state));
+  EXPECT_TRUE(d_pending.to_host().bytes_equal(pool.pending));
+  EXPECT_EQ(pool.pending.get(4), 0.0);
 }
 
 // Pool tensors of slot_ops tests: dense rows of several word widths and a

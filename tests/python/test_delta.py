@@ -144,3 +144,53 @@ def test_conv1d_update_and_rollback(rng):
         for b in (0, 2):
             u = np.concatenate([hist[b], x[b][:acc[b]]])
             hist[b] = u[-(W - 1):]
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_conv1d_commit_then_one_update(rng, dtype):
+    """A batch mixing rows with pending drafts, fresh rows and a pad row:
+    conv1d_commit of the pending rows, then one conv1d_update of every row
+    without num_accepted, gives the bytes of the split calls (pending rows
+    with num_accepted, fresh rows without) on every CPU backend."""
+    dim, W, T_max, T = 24, 4, 5, 3
+    pool = replayssm.conv1d_pool(S, dim, W, T_max=T_max, dtype=dtype)
+    pool.state[...] = rng.uniform(-1, 1, pool.state.shape)
+    pending = np.array([3, 0, 5, 1, 0, 2], np.int32)  # slots 1 and 4 fresh
+    pool.pending[...] = pending
+    sl = slots(2, 1, -1, 0, 5, 4, 3)
+    acc = np.array([2, 9, 0, 3, 2, -1, 1], np.int32)  # junk on fresh and pad rows
+    fresh = np.isin(sl, [1, 4])
+    sl_pend = np.where(fresh, -1, sl).astype(np.int32)
+    sl_fresh = np.where(fresh, sl, -1).astype(np.int32)
+    xd = np.float32 if dtype == "fp32" else np.float16
+    x = rng.standard_normal((len(sl), T, dim)).astype(xd)
+    w = rng.standard_normal((dim, W)).astype(xd)
+    bias = rng.standard_normal(dim).astype(xd)
+    for be in ("reference", "cpu"):
+        split = replayssm.Conv1dPool(pool.state.copy(), pool.pending.copy())
+        out_p = replayssm.conv1d_update(x, w, split, sl_pend, acc, bias=bias, backend=be)
+        out_f = replayssm.conv1d_update(x, w, split, sl_fresh, bias=bias, backend=be)
+        want = np.where(fresh[:, None, None], out_f, out_p)
+
+        one = replayssm.Conv1dPool(pool.state.copy(), pool.pending.copy())
+        replayssm.conv1d_commit(one, sl_pend, acc, W=W, backend=be)
+        assert np.array_equal(one.pending, np.zeros(S, np.int32))
+        for s, a in zip(sl_pend, acc):  # rows [0, W-1) <- rows [a, a+W-1)
+            if s >= 0:
+                assert np.array_equal(one.state[s, :W - 1], pool.state[s, a:a + W - 1]), (be, s)
+                assert np.array_equal(one.state[s, W - 1:], pool.state[s, W - 1:]), (be, s)
+        for s in (1, 4):
+            assert np.array_equal(one.state[s], pool.state[s])
+        # An accepted count on a fresh row, or W < 2: rejected, nothing written.
+        before = (one.state.copy(), one.pending.copy())
+        with pytest.raises(replayssm.Error, match="num_accepted"):
+            replayssm.conv1d_commit(one, slots(1), np.array([1], np.int32), W=W, backend=be)
+        with pytest.raises(replayssm.Error, match="'W'"):
+            replayssm.conv1d_commit(one, slots(0), np.array([1], np.int32), W=1, backend=be)
+        assert one.state.tobytes() == before[0].tobytes()
+        assert np.array_equal(one.pending, before[1])
+        out = replayssm.conv1d_update(x, w, one, sl, bias=bias, backend=be)
+        assert out.tobytes() == want.tobytes(), be
+        assert one.state.tobytes() == split.state.tobytes(), be
+        assert np.array_equal(one.pending, split.pending)
+        assert np.array_equal(one.pending, np.full(S, T, np.int32))

@@ -53,6 +53,24 @@ def test_errors_through_torch_op(rng):
         _decode(inp, st, torch.tensor([0, 1], dtype=torch.int32))
 
 
+def test_conv1d_commit_torch_op(rng):
+    """conv1d_commit through torch.ops.replayssm on CPU tensors: the same bytes
+    as the numpy call; a fresh row's accepted count raises."""
+    dim, W, T_max = 16, 4, 3
+    st_np = rng.standard_normal((S, W - 1 + T_max, dim)).astype(np.float32)
+    pend_np = np.array([2, 0, 3, 1, 0, 0, 3, 2], np.int32)
+    slot, acc = np.array([0, -1, 2, 3], np.int32), np.array([1, 0, 3, 1], np.int32)
+    ref = replayssm.Conv1dPool(st_np.copy(), pend_np.copy())
+    replayssm.conv1d_commit(ref, slot, acc, W=W, backend="cpu")
+    pool = replayssm.Conv1dPool(torch.from_numpy(st_np.copy()), torch.from_numpy(pend_np.copy()))
+    replayssm.conv1d_commit(pool, torch.from_numpy(slot), torch.from_numpy(acc), W=W)
+    assert np.array_equal(pool.state.numpy(), ref.state)
+    assert np.array_equal(pool.pending.numpy(), ref.pending)
+    with pytest.raises(replayssm.Error, match="'num_accepted'"):
+        replayssm.conv1d_commit(pool, torch.tensor([1], dtype=torch.int32),
+                                torch.tensor([1], dtype=torch.int32), W=W)
+
+
 @cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_cuda_decode_matches_reference(rng, dtype):

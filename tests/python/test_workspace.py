@@ -95,3 +95,4 @@ def test_workspace_bytes_bad_op():
     with pytest.raises(replayssm.Error, match="'op'"):
         replayssm.conv1d_workspace_bytes(op="nope", B=1, dim=8, W=4)
     assert replayssm.conv1d_workspace_bytes(op="update", B=2, T=3, dim=8, W=4) >= 0
+    assert replayssm.conv1d_workspace_bytes(op="commit", B=2, dim=8, W=4) == 0
