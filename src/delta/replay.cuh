@@ -139,10 +139,10 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   extern __shared__ float4 smem4[];
   const TokenArgs& in = a.in;
   const Rings& rg = a.rings;
-  // the tensor-core instance: the block size and (but for GDN fp32, whose
-  // stream then spilled more and ran ~1 % slower: docs/perf_notes_delta.md
-  // v31) K are compile-time (no division by them in the preparation)
-  const int K = MMA && (KDA || SD != DType::f32) ? REPLAY_MMA_K : in.K, V = in.V, T = a.T, lpr = a.lpr, R = rg.R;
+  // the tensor-core instance: the block size and K are compile-time (no
+  // division by them in the preparation; GDN fp32 kept a runtime K while its
+  // products' A fragments were the state rows: docs/perf_notes_delta.md v31)
+  const int K = MMA ? REPLAY_MMA_K : in.K, V = in.V, T = a.T, lpr = a.lpr, R = rg.R;
   constexpr int NT = REPLAY_THREADS;
   const int NM = rg.L + T;
   const int b = blockIdx.z, kh = blockIdx.y;
@@ -557,70 +557,82 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     // ---- Tensor-core stream (T > 1, K = 128, tiles of 16 rows inside one
     // value head: delta_launch.cu::replay_mma_fits). A warp owns whole tiles
     // (tile = warp + nwarps·i; no barrier in the stream). Per tile, as
-    // m16n8k8 tf32 products (fp32 operands split hi + lo, cuda_util::
-    // tf32_split): A_k = S_0·[û_k,0 … û_k,7], A_q = S_0·[û_q,0 …] (û: k̂ / q̂
-    // of the window, KDA with e^{Λ_m} folded in) over the two column halves
-    // of S_0 in turn (from the warp's stage; the next unit is issued as soon
-    // as the current one is in registers), and the old records' history
-    // H_u = [d_j]·[W_{t,u,j}] (rows × records · records × tokens). Lane
-    // (g, t4) holds rows g, g + 8 at columns 64·half + 16c + 4·t4 + e;
-    // inside a k-step k = t4 is column 16c + 4·t4 + 2s and k = t4 + 4 the
-    // next, for A and B alike. The accumulators give lane (g, t4) tokens
-    // 2·t4, 2·t4 + 1 of its two rows, so the window's T × T lower-triangular
-    // system is solved across a quad: token t is finished by lane t / 2
-    // (d_t rounded to ring_d's dtype, o_t) and broadcast by shuffle to the
-    // later tokens' lanes, which add W_{t',u,m} d_t; d and o are stored
-    // after the solve.
+    // m16n8k8 tf32 products with the tokens as rows (fp32 operands split hi
+    // + lo, cuda_util::tf32_split): [A_k; A_q]ᵀ = [û_k,0 … û_k,7; û_q,0 …
+    // û_q,7]ᵀ·S_0ᵀ (û: k̂ / q̂ of the window, KDA with e^{Λ_m} folded in; 16
+    // token rows × 8 state rows per product, two products per k-step for the
+    // tile's 16 rows) over the two column halves of S_0 in turn (from the
+    // warp's stage; the next unit is issued as soon as the current one is in
+    // registers), GDN's e^{Λ_m} per token applied, then the old records'
+    // history [W_k; W_q]·[d_j] (token rows × records · records × state rows)
+    // added to the same accumulators. Lane (g, t4) holds state rows g, g + 8
+    // at columns 64·half + 16c + 4·t4 + e; inside a k-step k = t4 is column
+    // 16c + 4·t4 + 2s and k = t4 + 4 the next, for A and B alike, so a B
+    // fragment is a pair of consecutive registers of a row as loaded, and an
+    // A fragment one 16-byte load of UH / UL. The accumulators give lane
+    // (g, t4) token g (k̂ and q̂ products) of state rows 2·t4, 2·t4 + 1, 2·t4
+    // + 8, 2·t4 + 9, so the window's T × T lower-triangular system is solved
+    // down the lanes of one t4: token t is finished by lanes g = t (d_t
+    // rounded to ring_d's dtype, o_t) and broadcast by shuffle to the later
+    // tokens' lanes, which add W_{g,u,m} d_t; d and o are stored after the
+    // solve.
     // A flush first folds the tile's rows in registers, e^{Λ_h} S_0 +
     // Σ_j (c_j d_j) k̂_j with the sum as tensor-core products (split hi + lo;
     // the CUDA-core and T = 1 kernels fold sequentially: equal to rounding),
     // stores them and reads them out as stored.
     constexpr int KM = REPLAY_MMA_K, UBP = REPLAY_MMA_UBP;
-    constexpr bool SPLIT_A = SD == DType::f32;
-    uint4* UB = reinterpret_cast<uint4*>(reinterpret_cast<char*>(smem4) + lay.bytes);  // [2][8][UBP]
-    int* POS = reinterpret_cast<int*>(UB + 2 * 8 * UBP);                              // [8] ring positions
-    static_assert(2 * 8 * (KM / 2) % NT == 0, "whole passes over the B operands");
+    constexpr bool SPLIT_S = SD == DType::f32;  // the state's low part (16-bit states are exact in tf32)
+    // A operands, split: UH / UL [token t][column pair p] = {û_k,t[2p], û_q,t[2p],
+    // û_k,t[2p + 1], û_q,t[2p + 1]} (hi / lo); rows of UBP = 65 units, so the
+    // 16-byte loads of a quarter warp (two tokens, four pairs two apart) hit
+    // 8 distinct 16-byte bank groups.
+    uint4* UH = reinterpret_cast<uint4*>(reinterpret_cast<char*>(smem4) + lay.bytes);  // [8][UBP]
+    uint4* UL = UH + 8 * UBP;                                                        // [8][UBP]
+    int* POS = reinterpret_cast<int*>(UL + 8 * UBP);                                 // [8] ring positions
+    static_assert(8 * (KM / 2) % NT == 0, "whole passes over the A operands");
 #pragma unroll
-    for (int i = 0; i < 2 * 8 * (KM / 2) / NT; ++i) {
+    for (int i = 0; i < 8 * (KM / 2) / NT; ++i) {
       const unsigned x = unsigned(tid + i * NT);
-      const unsigned u = x / (8 * (KM / 2)), t = (x / (KM / 2)) % 8, kk = 2 * (x % (KM / 2));
-      float2 v = make_float2(0.f, 0.f);
+      const unsigned t = x / (KM / 2), kk = 2 * (x % (KM / 2));
+      float2 vk = make_float2(0.f, 0.f), vq = make_float2(0.f, 0.f);
       if (t < unsigned(T)) {
-        const float* src = u == 0 ? (KDA ? UK + t * KM : KV + (n_old + t) * KM) : (KDA ? UQ : QV) + t * KM;
-        v = *reinterpret_cast<const float2*>(src + kk);
+        vk = *reinterpret_cast<const float2*>((KDA ? UK + t * KM : KV + (n_old + t) * KM) + kk);
+        vq = *reinterpret_cast<const float2*>((KDA ? UQ : QV) + t * KM + kk);
       }
-      uint4 q;
-      tf32_split<true>(v.x, q.x, q.z);
-      tf32_split<true>(v.y, q.y, q.w);
-      UB[(u * 8 + t) * UBP + kk / 2] = q;
+      uint4 h, l;
+      tf32_split<true>(vk.x, h.x, l.x);
+      tf32_split<true>(vq.x, h.y, l.y);
+      tf32_split<true>(vk.y, h.z, l.z);
+      tf32_split<true>(vq.y, h.w, l.w);
+      UH[t * UBP + kk / 2] = h;
+      UL[t * UBP + kk / 2] = l;
     }
     if (tid < T) POS[tid] = rpos(p.append_start, tid);
     __syncthreads();
-    const int g = lane32 >> 2, t4 = lane32 & 3, qb = lane32 & ~3;
+    const int g = lane32 >> 2, t4 = lane32 & 3;
+    const bool tok = g < T;  // this lane's token g is in the window
     const int ntiles = RB / 16;
     // the tile's value head and first row inside it, advanced per tile
     // without a division (vt is a multiple of 16)
     int t_hvl = (warp * 16) / vt, t_rem = (warp * 16) % vt;
     for (int tile = warp; tile < ntiles; tile += nwarps) {
       const int rr0 = tile * 16, hvl = t_hvl, hv = hv0 + hvl, hwi = KDA ? 0 : hvl;
-      const int vr = v0 + t_rem + g;  // row g's v (row g + 8: vr + 8)
-      TS* const trow = state + int64_t(hv) * a.st.s1 + int64_t(vr - g) * a.st.s2;  // the tile's first row
+      const int vs = v0 + t_rem;  // the tile's first v
+      TS* const trow = state + int64_t(hv) * a.st.s1 + int64_t(vs) * a.st.s2;  // the tile's first row
       for (t_rem += 16 * nwarps; t_rem >= vt; t_rem -= vt) ++t_hvl;  // now the warp's next tile
-      // this lane's inputs v of its tokens 2·t4, 2·t4 + 1
-      // (raw loads first: act_at would wait for each 16-bit v in turn)
-      uint32_t vb[2][2];
-      float vin[2][2];
-      const int64_t vbase = b * in.v.sb + int64_t(hv) * in.v.sh + vr + int64_t(2 * t4) * in.v.st;
+      // The lane's accumulator rows: vs + 2·t4 + ro(i), i < 4.
+      auto ro = [](int i) { return (i & 1) + 8 * (i >> 1); };
+      // token g's inputs v at those rows (raw loads first: act_at would wait
+      // for each 16-bit v in turn)
+      uint32_t vb[4];
+      float vin[4];
+      const int64_t vbase = b * in.v.sb + int64_t(g) * in.v.st + int64_t(hv) * in.v.sh + vs + 2 * t4;
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
+      for (int i = 0; i < 4; ++i) vb[i] = tok ? load_bits(in.v.p, in.v.dt, vbase + ro(i)) : 0u;
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          vb[h][i] = 2 * t4 + i < T ? load_bits(in.v.p, in.v.dt, vbase + i * in.v.st + 8 * h) : 0u;
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) vin[h][i] = widen_bits(vb[h][i], in.v.dt);
-      float ak[4] = {0.f, 0.f, 0.f, 0.f}, aq[4] = {0.f, 0.f, 0.f, 0.f};
+      for (int i = 0; i < 4; ++i) vin[i] = widen_bits(vb[i], in.v.dt);
+      // [n-tile h: rows 2·t4, 2·t4 + 1 (+ 8h)][k̂ token g at those rows: 0, 1; q̂ token g: 2, 3]
+      float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int col0 = hf * 64 + 4 * t4;
@@ -691,99 +703,92 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
         for (int c = 0; c < 4; ++c)
 #pragma unroll
           for (int s2 = 0; s2 < 2; ++s2) {
-            uint32_t ah[4], al[4];
-            cuda_util::a_frag_rows<SPLIT_A>(f[0], f[1], 4 * c + 2 * s2, ah, al);
-            const uint4* ub = UB + g * UBP + (col0 + 16 * c + 2 * s2) / 2;  // token g, k-columns of t4
+            const int pr = (col0 + 16 * c + 2 * s2) / 2;  // the column pair of k = t4, k = t4 + 4
+            const uint4 h4 = UH[g * UBP + pr], l4 = UL[g * UBP + pr];
+            const uint32_t ah[4] = {h4.x, h4.y, h4.z, h4.w}, al[4] = {l4.x, l4.y, l4.z, l4.w};
 #pragma unroll
-            for (int u = 0; u < 2; ++u) {
-              const uint4 q = ub[u * 8 * UBP];
-              const uint32_t b0h = q.x, b1h = q.y, b0l = q.z, b1l = q.w;
-              float (&acc)[4] = u == 0 ? ak : aq;
-              mma_tf32x3<SPLIT_A>(acc, ah, al, b0h, b1h, b0l, b1l);
+            for (int h = 0; h < 2; ++h) {
+              uint32_t b0h, b1h, b0l = 0u, b1l = 0u;
+              tf32_split<SPLIT_S>(f[h][4 * c + 2 * s2], b0h, b0l);
+              tf32_split<SPLIT_S>(f[h][4 * c + 2 * s2 + 1], b1h, b1l);
+              mma_tf32x3<true, SPLIT_S>(acc[h], ah, al, b0h, b1h, b0l, b1l);
             }
           }
       }
-      // history of the old records (none after a flush: j_lo = n_old)
-      float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
+      // GDN: e^{Λ_m} of token g scales the checkpoint products
+      if constexpr (!KDA) {
+        const float e = EU[hvl * T + min(g, T - 1)];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[h][i] *= e;
+      }
+      // history of the old records (none after a flush: j_lo = n_old) into
+      // the same accumulators: A = token g's W_k, W_q at records j0 + t4,
+      // j0 + t4 + 4; B = those records' d at rows g, g + 8
+      const float* const wg = W + ((hwi * T + min(g, T - 1)) * 2) * NM;  // token g's W_k row (W_q: + NM)
       for (int j0 = j_lo; j0 < n_old; j0 += 8) {
         const int ja = j0 + t4, jb = ja + 4;
-        const float a4[4] = {ja < n_old ? DT[ja * RBM + rr0 + g] : 0.f, ja < n_old ? DT[ja * RBM + rr0 + g + 8] : 0.f,
-                             jb < n_old ? DT[jb * RBM + rr0 + g] : 0.f, jb < n_old ? DT[jb * RBM + rr0 + g + 8] : 0.f};
+        const bool va = ja < n_old, vb4 = jb < n_old;
+        const float a4[4] = {tok && va ? wg[ja] : 0.f, tok && va ? wg[NM + ja] : 0.f, tok && vb4 ? wg[jb] : 0.f,
+                             tok && vb4 ? wg[NM + jb] : 0.f};
         uint32_t ah[4], al[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) tf32_split<true>(a4[i], ah[i], al[i]);
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const float* wr = W + ((hwi * T + g) * 2 + u) * NM;  // token g's W_u row
-          uint32_t b0h, b0l, b1h, b1l;
-          tf32_split<true>(g < T && ja < n_old ? wr[ja] : 0.f, b0h, b0l);
-          tf32_split<true>(g < T && jb < n_old ? wr[jb] : 0.f, b1h, b1l);
-          float (&acc)[4] = u == 0 ? pk : pq;
-          mma_tf32x3(acc, ah, al, b0h, b1h, b0l, b1l);
-        }
-      }
-      // a_u = e·A_u + H_u (GDN: e = e^{Λ_m} per head and token); [row g + 8h][token 2·t4 + i]
-      float rk[2][2], rq[2][2];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float e = KDA ? 1.f : EU[hvl * T + min(2 * t4 + (i & 1), T - 1)];
-        rk[i >> 1][i & 1] = fmaf(ak[i], e, pk[i]);
-        rq[i >> 1][i & 1] = fmaf(aq[i], e, pq[i]);
-      }
-      // The solve: every lane forms token t's d from its own copy (only the
-      // owner lane t / 2 of the quad has the final a_k) and takes the owner's
-      // by shuffle; the owner keeps d_t and o_t, stored after the loop.
-      float dfin[2][2] = {{0.f, 0.f}, {0.f, 0.f}}, ofin[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
-      for (int t = 0; t < T; ++t) {
-        const int own = t >> 1, io = t & 1, m = n_old + t;
-        const float be = BETA[hvl * T + t], kq = KQ[t];
-        float dv[2];
-#pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const float vi = io ? vin[h][1] : vin[h][0], ak_t = io ? rk[h][1] : rk[h][0];
-          dv[h] = __shfl_sync(0xffffffffu, round_to(rg.d_dt, be * (vi - ak_t)), qb + own);
+          uint32_t b0h, b0l, b1h, b1l;
+          tf32_split<true>(va ? DT[ja * RBM + rr0 + g + 8 * h] : 0.f, b0h, b0l);
+          tf32_split<true>(vb4 ? DT[jb * RBM + rr0 + g + 8 * h] : 0.f, b1h, b1l);
+          mma_tf32x3(acc[h], ah, al, b0h, b1h, b0l, b1l);
         }
-        if (t4 == own) {
+      }
+      // The solve down the lanes of one t4: lanes g = t finish token t at
+      // their four rows (d_t rounded to ring_d's dtype, o_t) and broadcast
+      // d_t; the later tokens' lanes add W_{g,u,m} d_t.
+      float rk[4] = {acc[0][0], acc[0][1], acc[1][0], acc[1][1]};
+      float rq[4] = {acc[0][2], acc[0][3], acc[1][2], acc[1][3]};
+      const float be = tok ? BETA[hvl * T + g] : 0.f, kq = tok ? KQ[g] : 0.f;
+      float dfin[4] = {0.f, 0.f, 0.f, 0.f}, ofin[4] = {0.f, 0.f, 0.f, 0.f};
+      for (int t = 0; t < T; ++t) {
+        if (g == t) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const float o = (io ? rq[h][1] : rq[h][0]) + kq * dv[h];
-            if (io) dfin[h][1] = dv[h], ofin[h][1] = o;
-            else dfin[h][0] = dv[h], ofin[h][0] = o;
+          for (int i = 0; i < 4; ++i) {
+            dfin[i] = round_to(rg.d_dt, be * (vin[i] - rk[i]));
+            ofin[i] = rq[i] + kq * dfin[i];
           }
         }
+        float dv[4];
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {  // this lane's later tokens read d_t
-          const int tt = 2 * t4 + i;
-          if (tt <= t || tt >= T) continue;
-          const float wk = W[((hwi * T + tt) * 2) * NM + m], wqv = W[((hwi * T + tt) * 2 + 1) * NM + m];
+        for (int i = 0; i < 4; ++i) dv[i] = __shfl_sync(0xffffffffu, dfin[i], 4 * t + t4);
+        if (tok && g > t) {
+          const float wk = wg[n_old + t], wq = wg[NM + n_old + t];
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            rk[h][i] = fmaf(wk, dv[h], rk[h][i]);
-            rq[h][i] = fmaf(wqv, dv[h], rq[h][i]);
+          for (int i = 0; i < 4; ++i) {
+            rk[i] = fmaf(wk, dv[i], rk[i]);
+            rq[i] = fmaf(wq, dv[i], rq[i]);
           }
         }
       }
-      // d, o (and a dual step's v records) of this lane's tokens; the dual
-      // variant apart, so that a plain step computes no ring_v addresses
-      const int64_t dbase = s * rg.d0 + int64_t(hv) * rg.d2 + vr;
-      const int64_t obase = b * in.o.sb + int64_t(hv) * in.o.sh + vr + int64_t(2 * t4) * in.o.st;
+      // d, o (and a dual step's v records) of token g at this lane's rows; the
+      // dual variant apart, so that a plain step computes no ring_v addresses
       auto stores = [&](auto dual) {
+        const int64_t pos = POS[g];
+        const int64_t dbase = s * rg.d0 + pos * rg.d1 + int64_t(hv) * rg.d2 + vs + 2 * t4;
+        const int64_t obase = b * in.o.sb + int64_t(g) * in.o.st + int64_t(hv) * in.o.sh + vs + 2 * t4;
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          if (2 * t4 + i >= T) continue;
-          const int64_t pos = POS[2 * t4 + i];
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            store_any(rg.d, rg.d_dt, dbase + pos * rg.d1 + 8 * h, dfin[h][i]);
-            store_any(in.o.p, in.o.dt, obase + i * in.o.st + 8 * h, ofin[h][i]);
-            if constexpr (decltype(dual)::value)
-              store_any(a.ring_v.p, a.ring_v.dt,
-                        s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + vr + 8 * h, vin[h][i]);
-          }
+        for (int i = 0; i < 4; ++i) {
+          store_any(rg.d, rg.d_dt, dbase + ro(i), dfin[i]);
+          store_any(in.o.p, in.o.dt, obase + ro(i), ofin[i]);
+          if constexpr (decltype(dual)::value)
+            store_any(a.ring_v.p, a.ring_v.dt,
+                      s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + vs + 2 * t4 + ro(i), vin[i]);
         }
       };
-      if (a.dual) stores(std::true_type{});
-      else stores(std::false_type{});
+      if (tok) {
+        if (a.dual) stores(std::true_type{});
+        else stores(std::false_type{});
+      }
     }
   } else {
     for (int pi = 0; pi < np; ++pi) {
