@@ -345,19 +345,22 @@ __device__ __forceinline__ void prefetch_block_records(const ReplayArgs& a, int 
     cuda_util::prefetch_l2(rg.ks + s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2, 4u);
     cuda_util::prefetch_l2(rg.g + s * rg.g0 + pos * rg.g1 + int64_t(hv0) * rg.g2, uint32_t((KDA ? in.K : nh) * 4));
   }
-  // the tokens (all five inputs are required): q, k of the key head, v / β / g
-  // of the value heads — one prefetch per lane, 2 + 3·nh per token
-  const int per_t = 2 + 3 * nh;
-  for (int u = lane; u < T * per_t; u += 32) {
-    const int t = u / per_t, x = u - t * per_t;
-    const int h = x < 2 ? kh : hv0 + (x - 2) / 3, y = x < 2 ? x : 2 + (x - 2) % 3;
-    const Act& in_x = y == 0 ? in.q : y == 1 ? in.k : y == 2 ? in.v : y == 3 ? in.beta : in.g;
-    const int i = y == 2 ? v0 : 0;
-    const int cnt = y < 2 ? in.K : y == 2 ? vt : y == 3 ? 1 : (KDA ? in.K : 1);
-    const int64_t e = esz(in_x.dt);
-    cuda_util::prefetch_l2(
-        static_cast<const char*>(in_x.p) + (int64_t(b) * in_x.sb + int64_t(t) * in_x.st + int64_t(h) * in_x.sh + i) * e,
-        uint32_t(cnt * e));
+  if (lane == 31) {  // the tokens (all five inputs are required): q, k of the key head, v / β / g of the value heads
+    auto act = [&](const Act& x, int t, int h, int i, int cnt) {
+      const int64_t e = esz(x.dt);
+      cuda_util::prefetch_l2(
+          static_cast<const char*>(x.p) + (int64_t(b) * x.sb + int64_t(t) * x.st + int64_t(h) * x.sh + i) * e,
+          uint32_t(cnt * e));
+    };
+    for (int t = 0; t < T; ++t) {
+      act(in.q, t, kh, 0, in.K);
+      act(in.k, t, kh, 0, in.K);
+      for (int h = 0; h < nh; ++h) {
+        act(in.v, t, hv0 + h, v0, vt);
+        act(in.beta, t, hv0 + h, 0, 1);
+        act(in.g, t, hv0 + h, 0, KDA ? in.K : 1);
+      }
+    }
   }
 }
 
