@@ -306,8 +306,6 @@ __device__ __forceinline__ bool cursor_ok(const Rings& r, const RingCursor& c) {
   return c.start >= 0 && c.start < r.R && c.count >= 0 && c.pending >= 0 && c.count + c.pending <= r.L;
 }
 
-inline constexpr int PREFETCH_SERIAL_TOKENS = 8;  // prefetch_block_records, below
-
 // L2 prefetch of the records (and the step's token inputs) that the replay
 // block of grid position (b, kh, bx) reads before its stream (replay1.cuh
 // phase 1, replay.cuh's preparation): called for the block a.rec_pf after
@@ -315,7 +313,7 @@ inline constexpr int PREFETCH_SERIAL_TOKENS = 8;  // prefetch_block_records, bel
 // waiting a loaded DRAM round trip behind the state streams. One warp; lane
 // j takes records j, j + 32, ...; rows that would be rejected are skipped
 // (their own block reports them).
-template <bool KDA>
+template <bool KDA, bool SPREAD>
 __device__ __forceinline__ void prefetch_block_records(const ReplayArgs& a, int T, int b, int kh, int bx, int lane) {
   const TokenArgs& in = a.in;
   const Rings& rg = a.rings;
@@ -348,51 +346,57 @@ __device__ __forceinline__ void prefetch_block_records(const ReplayArgs& a, int 
     cuda_util::prefetch_l2(rg.g + s * rg.g0 + pos * rg.g1 + int64_t(hv0) * rg.g2, uint32_t((KDA ? in.K : nh) * 4));
   }
   // The tokens (all five inputs are required): q, k of the key head, v / β /
-  // g of the value heads, 2 + 3·nh prefetches per token. Up to
-  // PREFETCH_SERIAL_TOKENS of them are issued by the last lane in turn, more
-  // one per lane. Measured at B = 256 (bench/results/2026-12-04_h200_
-  // prefetch_tokens_82932ed.jsonl): spread, the T = 1 GDN HV64 fp32 step (14
-  // prefetches) ran 317 against 324 µs and the T = 5 KDA fp32 step (25)
-  // 655 against 682, but the T = 1 KDA fp32 step (5) 294 against 277.
-  auto act = [&](const Act& x, int t, int h, int i, int cnt) {
-    const int64_t e = esz(x.dt);
-    cuda_util::prefetch_l2(
-        static_cast<const char*>(x.p) + (int64_t(b) * x.sb + int64_t(t) * x.st + int64_t(h) * x.sh + i) * e,
-        uint32_t(cnt * e));
-  };
-  const int per_t = 2 + 3 * nh;
-  if (T * per_t <= PREFETCH_SERIAL_TOKENS) {
-    if (lane == 31)
-      for (int t = 0; t < T; ++t) {
-        act(in.q, t, kh, 0, in.K);
-        act(in.k, t, kh, 0, in.K);
-        for (int h = 0; h < nh; ++h) {
-          act(in.v, t, hv0 + h, v0, vt);
-          act(in.beta, t, hv0 + h, 0, 1);
-          act(in.g, t, hv0 + h, 0, KDA ? in.K : 1);
-        }
+  // g of the value heads, 2 + 3·nh prefetches per token; SPREAD: one per
+  // lane, else all by the last lane (see prefetch_block_ahead).
+  if constexpr (SPREAD) {
+    const int per_t = 2 + 3 * nh;
+    for (int u = lane; u < T * per_t; u += 32) {
+      const int t = u / per_t, x = u - t * per_t;
+      const int h = x < 2 ? kh : hv0 + (x - 2) / 3, y = x < 2 ? x : 2 + (x - 2) % 3;
+      const Act& in_x = y == 0 ? in.q : y == 1 ? in.k : y == 2 ? in.v : y == 3 ? in.beta : in.g;
+      const int i = y == 2 ? v0 : 0;
+      const int cnt = y < 2 ? in.K : y == 2 ? vt : y == 3 ? 1 : (KDA ? in.K : 1);
+      const int64_t e = esz(in_x.dt);
+      cuda_util::prefetch_l2(
+          static_cast<const char*>(in_x.p) + (int64_t(b) * in_x.sb + int64_t(t) * in_x.st + int64_t(h) * in_x.sh + i) * e,
+          uint32_t(cnt * e));
+    }
+  } else if (lane == 31) {
+    auto act = [&](const Act& x, int t, int h, int i, int cnt) {
+      const int64_t e = esz(x.dt);
+      cuda_util::prefetch_l2(
+          static_cast<const char*>(x.p) + (int64_t(b) * x.sb + int64_t(t) * x.st + int64_t(h) * x.sh + i) * e,
+          uint32_t(cnt * e));
+    };
+    for (int t = 0; t < T; ++t) {
+      act(in.q, t, kh, 0, in.K);
+      act(in.k, t, kh, 0, in.K);
+      for (int h = 0; h < nh; ++h) {
+        act(in.v, t, hv0 + h, v0, vt);
+        act(in.beta, t, hv0 + h, 0, 1);
+        act(in.g, t, hv0 + h, 0, KDA ? in.K : 1);
       }
-    return;
-  }
-  for (int u = lane; u < T * per_t; u += 32) {
-    const int t = u / per_t, x = u - t * per_t;
-    const int h = x < 2 ? kh : hv0 + (x - 2) / 3, y = x < 2 ? x : 2 + (x - 2) % 3;
-    const Act& in_x = y == 0 ? in.q : y == 1 ? in.k : y == 2 ? in.v : y == 3 ? in.beta : in.g;
-    act(in_x, t, h, y == 2 ? v0 : 0, y < 2 ? in.K : y == 2 ? vt : y == 3 ? 1 : (KDA ? in.K : 1));
+    }
   }
 }
 
 // The block a.rec_pf after the caller's in grid order (x fastest, then key
 // head, then row): prefetch_block_records, by one warp of the caller (T: the
-// step's tokens, a compile-time 1 in the T = 1 kernel).
-template <bool KDA>
+// step's tokens, a compile-time 1 in the T = 1 kernel). SPREAD (the tokens'
+// prefetches over the lanes) is the callers' choice, as measured at B = 256
+// (bench/results/2026-12-04_h200_prefetch_tokens_82932ed.jsonl, …_prefetch_
+// rule_4c67a52.jsonl): spread, the T = 1 GDN HV64 fp32 step ran 317 against
+// 324 µs and the T = 5 KDA fp32 step 655 against 682, but the T = 1 KDA fp32
+// step 294–297 against 277–280 — also when a runtime rule chose the last
+// lane for it, so the form of the code, not the issue order, costs there.
+template <bool KDA, bool SPREAD>
 __device__ __forceinline__ void prefetch_block_ahead(const ReplayArgs& a, int T, int lane) {
   // 32-bit: at most 65,535 rows (grid z) times the value heads' tiles (y · x)
   const int gx = int(gridDim.x), H = a.in.H;
   const int it = (int(blockIdx.z) * H + int(blockIdx.y)) * gx + int(blockIdx.x) + a.rec_pf;
   if (it < int(gridDim.z) * H * gx) {
     const int bh = it / gx, bn = bh / H;
-    prefetch_block_records<KDA>(a, T, bn, bh - bn * H, it - bh * gx, lane);
+    prefetch_block_records<KDA, SPREAD>(a, T, bn, bh - bn * H, it - bh * gx, lane);
   }
 }
 

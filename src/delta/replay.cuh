@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // the last warp: L2 prefetch of the records of the block a.rec_pf ahead
   // (KDA, not on packed copies: heuristics.h, replay_spec_prefetch_distance)
   if constexpr (KDA && QF == QF_NONE)
-    if (a.rec_pf > 0 && warp == nwarps - 1) prefetch_block_ahead<KDA>(a, T, lane32);
+    if (a.rec_pf > 0 && warp == nwarps - 1) prefetch_block_ahead<KDA, true>(a, T, lane32);
   StepPlan p = ring_plan_step(c, T, rg.L, R);
   if (a.dual) p.flush = false;  // folded before this launch: the window reads the fresh copy, no history
   const int n_old = p.flush ? p.fold_count : p.hist_count;

@@ -569,7 +569,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   // for them too (GDN bf16 B = 256 277 → 267 µs with it after the stores;
   // docs/perf_notes_delta.md v19).
   auto prefetch_ahead = [&]() {  // (not for packed copies: dual steps leave rec_pf 0)
-    if (!QB && a.rec_pf > 0 && warp == nwarps - 1) prefetch_block_ahead<KDA>(a, 1, lane32);
+    if (!QB && a.rec_pf > 0 && warp == nwarps - 1) prefetch_block_ahead<KDA, !KDA>(a, 1, lane32);  // (KDA: the last lane; kernel_common.cuh)
   };
 
   R1_STAMPW(13, nthr - 32);
