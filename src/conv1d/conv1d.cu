@@ -350,13 +350,38 @@ void dispatch_w(int64_t W, F&& f) {
 
 unsigned blocks(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
 
+// The parameters a step and a commit share: the rows' slots and accepted
+// counts, the state, the pending counts, the sizes and the status word.
+UpdateParams row_params(const Tensor& conv_state, const Tensor& conv_pending, const Tensor& slot, int64_t pad_slot_id,
+                        const Tensor& num_accepted, const Dims& d, const Exec& exec) {
+  UpdateParams p{};
+  p.slot = slot.data;
+  p.slot_dt = slot.dtype;
+  p.slot_s = slot.stride[0];
+  p.num_accepted = static_cast<const int32_t*>(num_accepted.data);
+  p.na_s = num_accepted.defined() ? num_accepted.stride[0] : 0;
+  p.state = conv_state.data;
+  p.st_ss = conv_state.stride[0];
+  p.st_sr = conv_state.stride[1];
+  p.pending = static_cast<int32_t*>(conv_pending.data);
+  p.pend_s = conv_pending.stride[0];
+  p.B = d.B;
+  p.dim = d.dim;
+  p.W = d.W;
+  p.S = d.S;
+  p.T_max = d.T_max();
+  p.pad = pad_slot_id;
+  p.status = exec.device_status;
+  return p;
+}
+
 }  // namespace
 
 void update(const Conv1dStep& step, const Tensor& conv_state, const Tensor& conv_pending,
             const Tensor& num_accepted, const Dims& d, const Exec& exec) {
   static constexpr const char* FN = "conv1d_update";
   cuda_util::require_supported_device(FN);
-  UpdateParams p{};
+  UpdateParams p = row_params(conv_state, conv_pending, step.slot, step.pad_slot_id, num_accepted, d, exec);
   p.x = step.x.data;
   p.x_sb = step.x.stride[0];
   p.x_st = step.x.stride[1];
@@ -370,25 +395,8 @@ void update(const Conv1dStep& step, const Tensor& conv_state, const Tensor& conv
   p.bias = step.bias.data;
   p.b_dt = step.bias.dtype;
   p.b_s = step.bias.defined() ? step.bias.stride[0] : 0;
-  p.slot = step.slot.data;
-  p.slot_dt = step.slot.dtype;
-  p.slot_s = step.slot.stride[0];
-  p.num_accepted = static_cast<const int32_t*>(num_accepted.data);
-  p.na_s = num_accepted.defined() ? num_accepted.stride[0] : 0;
-  p.state = conv_state.data;
-  p.st_ss = conv_state.stride[0];
-  p.st_sr = conv_state.stride[1];
-  p.pending = static_cast<int32_t*>(conv_pending.data);
-  p.pend_s = conv_pending.stride[0];
-  p.B = d.B;
   p.T = d.T;
-  p.dim = d.dim;
-  p.W = d.W;
-  p.S = d.S;
-  p.T_max = d.T_max();
-  p.pad = step.pad_slot_id;
   p.silu = step.silu;
-  p.status = exec.device_status;
   const cudaStream_t stream = cuda_util::stream_of(exec);
   const dim3 grid(blocks(d.dim, THREADS), unsigned(std::min(d.B, MAX_GRID_Y)));
   dispatch_x(step.x.dtype, [&](auto xtag) {
@@ -466,24 +474,7 @@ void commit(const Tensor& conv_state, const Tensor& conv_pending, const Tensor& 
             int64_t pad_slot_id, const Tensor& num_accepted, const Dims& d, const Exec& exec) {
   static constexpr const char* FN = "conv1d_commit";
   cuda_util::require_supported_device(FN);
-  UpdateParams p{};  // the step's parameters without x, weight, bias and out
-  p.slot = slot.data;
-  p.slot_dt = slot.dtype;
-  p.slot_s = slot.stride[0];
-  p.num_accepted = static_cast<const int32_t*>(num_accepted.data);
-  p.na_s = num_accepted.stride[0];
-  p.state = conv_state.data;
-  p.st_ss = conv_state.stride[0];
-  p.st_sr = conv_state.stride[1];
-  p.pending = static_cast<int32_t*>(conv_pending.data);
-  p.pend_s = conv_pending.stride[0];
-  p.B = d.B;
-  p.dim = d.dim;
-  p.W = d.W;
-  p.S = d.S;
-  p.T_max = d.T_max();
-  p.pad = pad_slot_id;
-  p.status = exec.device_status;
+  const UpdateParams p = row_params(conv_state, conv_pending, slot, pad_slot_id, num_accepted, d, exec);
   const cudaStream_t stream = cuda_util::stream_of(exec);
   const unsigned grid = unsigned(std::min(d.B, MAX_GRID_Y));
   if (conv_state.dtype == DType::f32)
