@@ -44,7 +44,7 @@ struct ReplayLayout {
   int64_t float_base, bytes;
 };
 // mma (the tensor-core stream): d rows of the old records only (the window's
-// d stay in registers), KDA's UA in the stream's B-operand region.
+// d stay in registers), KDA's UA in the stream's operand region.
 __host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, int L, int nh, int rb, bool mma = false) {
   ReplayLayout l{};
   const int64_t NM = int64_t(L) + T;
@@ -69,15 +69,16 @@ __host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, in
   return l;
 }
 
-// The tensor-core stream's shared memory after replay_layout: the B
-// operands û_k, û_q of 8 tokens already split, one uint4 {hi_c, hi_c+1,
-// lo_c, lo_c+1} per column pair (rows of UBP = 65 units: the fragment loads
-// of a quarter warp hit 8 distinct 16-byte bank groups), the window's ring
-// positions and one 4 KiB stage per warp (a unit of 16 rows × 256 bytes:
-// half a tile of fp32 rows, a whole tile of 16-bit rows).
+// The tensor-core stream's shared memory after replay_layout: the A
+// operands (the window's û_k, û_q of 8 tokens, split hi / lo: two uint4
+// {û_k[2p], û_q[2p], û_k[2p + 1], û_q[2p + 1]} per token and column pair p,
+// rows of UBP = 65 units so that the fragment loads of a quarter warp hit 8
+// distinct 16-byte bank groups), the window's ring positions and one 4 KiB
+// stage per warp (a unit of 16 rows × 256 bytes: half a tile of fp32 rows,
+// a whole tile of 16-bit rows).
 inline constexpr int REPLAY_MMA_K = 128;  // the one key dimension of the tensor-core stream
 inline constexpr int REPLAY_MMA_UBP = REPLAY_MMA_K / 2 + 1;
-inline constexpr int REPLAY_MMA_UB_BYTES = 2 * 8 * REPLAY_MMA_UBP * 16 + 8 * 4;  // B operands + ring positions
+inline constexpr int REPLAY_MMA_UB_BYTES = 2 * 8 * REPLAY_MMA_UBP * 16 + 8 * 4;  // A operands + ring positions
 inline constexpr int REPLAY_MMA_STAGE = 16 * 256;  // bytes per warp
 __host__ __device__ constexpr int64_t replay_mma_extra_bytes() {
   return REPLAY_MMA_UB_BYTES + int64_t(REPLAY_THREADS / 32) * REPLAY_MMA_STAGE;
@@ -493,7 +494,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     // the second factor the fold vector of a flush, so (T + n_old)·K
     // exponentials instead of T·n_old·K. Window records (j >= n_old) keep
     // the direct form.
-    // [2][T][K] e^{Λ_m − Λ_r} ⊙ k̂_m, e^{Λ_m − Λ_r} ⊙ q̂_t (MMA: in the B-operand region, filled later)
+    // [2][T][K] e^{Λ_m − Λ_r} ⊙ k̂_m, e^{Λ_m − Λ_r} ⊙ q̂_t (MMA: in the operand region, filled later)
     float* UA = MMA ? reinterpret_cast<float*>(reinterpret_cast<char*>(smem4) + lay.bytes) : sm + lay.ua;
     const bool old_terms = j_lo < n_old;
     if (n_old > 0) {
