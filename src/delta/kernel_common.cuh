@@ -348,26 +348,21 @@ __device__ __forceinline__ void prefetch_block_records(const ReplayArgs& a, int 
   // The tokens (all five inputs are required): q, k of the key head, v / β /
   // g of the value heads, 2 + 3·nh prefetches per token; SPREAD: one per
   // lane, else all by the last lane (see prefetch_block_ahead).
+  auto act = [&](const Act& x, int t, int h, int i, int cnt) {
+    const int64_t e = esz(x.dt);
+    cuda_util::prefetch_l2(
+        static_cast<const char*>(x.p) + (int64_t(b) * x.sb + int64_t(t) * x.st + int64_t(h) * x.sh + i) * e,
+        uint32_t(cnt * e));
+  };
   if constexpr (SPREAD) {
     const int per_t = 2 + 3 * nh;
     for (int u = lane; u < T * per_t; u += 32) {
       const int t = u / per_t, x = u - t * per_t;
       const int h = x < 2 ? kh : hv0 + (x - 2) / 3, y = x < 2 ? x : 2 + (x - 2) % 3;
       const Act& in_x = y == 0 ? in.q : y == 1 ? in.k : y == 2 ? in.v : y == 3 ? in.beta : in.g;
-      const int i = y == 2 ? v0 : 0;
-      const int cnt = y < 2 ? in.K : y == 2 ? vt : y == 3 ? 1 : (KDA ? in.K : 1);
-      const int64_t e = esz(in_x.dt);
-      cuda_util::prefetch_l2(
-          static_cast<const char*>(in_x.p) + (int64_t(b) * in_x.sb + int64_t(t) * in_x.st + int64_t(h) * in_x.sh + i) * e,
-          uint32_t(cnt * e));
+      act(in_x, t, h, y == 2 ? v0 : 0, y < 2 ? in.K : y == 2 ? vt : y == 3 ? 1 : (KDA ? in.K : 1));
     }
   } else if (lane == 31) {
-    auto act = [&](const Act& x, int t, int h, int i, int cnt) {
-      const int64_t e = esz(x.dt);
-      cuda_util::prefetch_l2(
-          static_cast<const char*>(x.p) + (int64_t(b) * x.sb + int64_t(t) * x.st + int64_t(h) * x.sh + i) * e,
-          uint32_t(cnt * e));
-    };
     for (int t = 0; t < T; ++t) {
       act(in.q, t, kh, 0, in.K);
       act(in.k, t, kh, 0, in.K);
