@@ -15,6 +15,9 @@
 # (default 300), REPS (default 1). Output under $OUT: log.txt, compare.jsonl
 # (the rows; relabel `commit` and drop the build folders from `command`
 # before committing them under bench/results).
+# ENVS: runtime variants of every build, ';'-separated LABEL:VAR=VALUE[,VAR=VALUE]
+# entries (e.g. "pf0:REPLAYSSM_M2_PF=0;pf132:REPLAYSSM_M2_PF=132"); each
+# variant's rows carry `commit` BUILD:LABEL and alternate like builds.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 2
@@ -47,11 +50,23 @@ fi
 rows=$OUT/compare.jsonl
 : > "$rows"
 IFS=';' read -r -a sets <<< "$BENCH_ARGS"
+IFS=';' read -r -a envs <<< "${ENVS:-}"
+(( ${#envs[@]} > 0 )) || envs=("")
+runs=()  # BUILD or BUILD:LABEL, the labels of the rows
+for b in "${builds[@]}"; do
+  for e in "${envs[@]}"; do runs+=("$b${e:+:${e%%:*}}"); done
+done
 for (( rep = 1; rep <= ${REPS:-1}; ++rep )); do
   for args in "${sets[@]}"; do
-    for b in "${builds[@]}"; do
+    for run in "${runs[@]}"; do
+      b=${run%%:*} vars=()
+      if [[ $run == *:* ]]; then
+        for e in "${envs[@]}"; do
+          [[ ${e%%:*} == "${run#*:}" ]] && IFS=',' read -r -a vars <<< "${e#*:}"
+        done
+      fi
       # shellcheck disable=SC2086  # args is a word list
-      REPLAYSSM_COMMIT=$b "$work/$b/replayssm" bench --backend cuda $args --out "$work/x.jsonl" > "$work/x.txt" 2>&1 || {
+      env "${vars[@]}" REPLAYSSM_COMMIT="$run" "$work/$b/replayssm" bench --backend cuda $args --out "$work/x.jsonl" > "$work/x.txt" 2>&1 || {
         rc=1; tail -n 5 "$work/x.txt" | tee -a "$log"; }
       [[ -s $work/x.jsonl ]] && python3 -c '
 import json, sys
@@ -62,7 +77,7 @@ for line in open(sys.argv[2]):
     done
   done
 done
-python3 - "$rows" "${builds[@]}" <<'PY' | tee -a "$log"
+python3 - "$rows" "${runs[@]}" <<'PY' | tee -a "$log"
 import collections, json, sys
 builds = sys.argv[2:]
 t = collections.defaultdict(lambda: collections.defaultdict(list))

@@ -202,6 +202,15 @@ inline int replay1_heads_per_block(int64_t B, int64_t G, int hpg, int hb_max, in
   return hb;
 }
 
+// L2 prefetch of the block ahead (replay1_kernel.cuh, AheadRow): half a
+// resident grid (two blocks per SM) ahead, from batch 32 on, as the delta
+// kernels' records prefetch (delta/heuristics.h replay1_prefetch_distance).
+// override >= 0 (REPLAYSSM_M2_PF, measurements) sets the distance in blocks.
+inline int replay1_prefetch_distance(int64_t B, int sms, int override_blocks = -1) {
+  if (override_blocks >= 0) return override_blocks;
+  return B >= 32 ? std::max(sms, 1) : 0;
+}
+
 // Prefill holds each row's running state in registers for the whole prompt:
 // one row per row group (U = 1), so a block owns exactly one pass of rows.
 inline Tile prefill_tile(int64_t rows, int64_t H, int64_t G, int64_t P, const RowGeometry& g) {

@@ -80,6 +80,10 @@ struct Params {
   bool dual = false;
   int64_t q_scale_off = 0, q_srb = 0, q_t_off = 0;
   Replay1Layout r1{};  // replay1_kernel.cuh only
+  // replay1_kernel.cuh: the block rec_pf after its own (grid order) has its
+  // slot, cursor, token inputs and records prefetched into L2 (0: none;
+  // heuristics.h replay1_prefetch_distance)
+  int rec_pf = 0;
 };
 
 // ---------------------------------------------------------------------------

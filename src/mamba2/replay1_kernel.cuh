@@ -124,6 +124,82 @@ using cuda_util::tf32_split;
 using cuda_util::ld4;
 using cuda_util::st4;
 
+// L2 prefetch for the block p.rec_pf after this one in grid order: its
+// slot index, cursor and num_accepted, the window's token inputs and the
+// records its plan reads, so that when it starts its dependent chain (slot →
+// cursor → records) hits L2 instead of waiting loaded DRAM round trips behind
+// the state streams (the delta kernels' prefetch_block_ahead,
+// docs/perf_notes_delta.md v14). The chain rides on this block's own: the
+// ahead row's slot is loaded with this block's slot (ahead_begin, which also
+// prefetches the tokens), its cursor with this block's cursor
+// (ahead_cursor), and the records are prefetched once this block's are
+// requested (ahead_records), so the prefetching warp adds no round trip of
+// its own. A row that would be rejected is skipped (its blocks report it).
+struct AheadRow {
+  int64_t b = -1, slot = 0, acc = 0;
+  int g = 0, h0 = 0;
+  RingCursor cur{};
+};
+template <DType AD>
+__device__ __forceinline__ AheadRow ahead_begin(const Params& p, int T, int nh, int lane) {
+  AheadRow a;
+  const int blk = int(blockIdx.x) + p.rec_pf;  // < 2^31 blocks; replay1: pchunks = 1
+  if (blk >= int(gridDim.x)) return a;
+  const int gh = blk / p.hchunks, hc = blk - gh * p.hchunks, row = gh / p.G;
+  a.b = row;
+  a.g = gh - row * p.G;
+  a.h0 = a.g * p.hpg + hc * nh;
+  a.slot = row_slot(p, a.b);
+  if (p.acc) a.acc = cuda_util::load_index(p.acc, p.acc_dtype, a.b * p.acc_s);
+  // tokens: per t, x and z of the heads, B and C of the group, δ of the heads
+  constexpr int64_t as = sizeof(typename Traits<AD>::type);
+  const int64_t ds = p.dt_dtype == DType::f32 ? 4 : 2;
+  for (int u = lane; u < 5 * T; u += 32) {
+    const int t = u / 5, k = u - 5 * t;
+    if (k <= 1) {  // x, z: nh·P contiguous when the heads are
+      const void* base = k == 0 ? p.x : p.z;
+      if (!base) continue;
+      const int64_t sh = k == 0 ? p.x_h : p.z_h;
+      const char* q = static_cast<const char*>(base) +
+                      (a.b * (k == 0 ? p.x_b : p.z_b) + t * (k == 0 ? p.x_t : p.z_t) + a.h0 * sh) * as;
+      if (sh == p.P) cuda_util::prefetch_l2(q, uint32_t(nh * p.P * as));
+      else for (int h = 0; h < nh; ++h) cuda_util::prefetch_l2(q + h * sh * as, uint32_t(p.P * as));
+    } else if (k <= 3) {
+      const bool isB = k == 2;
+      cuda_util::prefetch_l2(static_cast<const char*>(isB ? p.Bm : p.Cm) +
+                                 (a.b * (isB ? p.B_b : p.C_b) + t * (isB ? p.B_t : p.C_t) + a.g * (isB ? p.B_g : p.C_g)) * as,
+                             uint32_t(p.N * as));
+    } else {
+      cuda_util::prefetch_l2(static_cast<const char*>(p.dt) + (a.b * p.dt_b + t * p.dt_t + a.h0) * ds, uint32_t(nh * ds));
+    }
+  }
+  return a;
+}
+__device__ __forceinline__ void ahead_cursor(const Params& p, AheadRow& a) {
+  if (a.b < 0) return;
+  if (a.slot == p.pad || a.slot < 0 || a.slot >= p.S) { a.b = -1; return; }
+  a.cur = load_cursor(p, a.slot);
+}
+template <DType AD>
+__device__ __forceinline__ void ahead_records(const Params& p, const AheadRow& a, int nh, int lane) {
+  if (a.b < 0) return;
+  StepPlan q;
+  int32_t bits = 0;
+  if (plan_from_cursor(p, a.cur, a.acc, &q, &bits) != ROW_OK) return;
+  const bool flush = q.flush && !p.dual;
+  const int n = flush ? q.fold_count : q.hist_count, st = flush ? q.fold_start : q.hist_start;
+  constexpr int64_t as = sizeof(typename Traits<AD>::type);
+  for (int j = lane; j < n; j += 32) {
+    const int64_t e = ring_wrap(st, j, p.R);
+    const char* x = static_cast<const char*>(p.rx) + (a.slot * p.rx_s + e * p.rx_r + a.h0 * p.rx_h) * as;
+    if (p.rx_h == p.P) cuda_util::prefetch_l2(x, uint32_t(nh * p.P * as));
+    else for (int h = 0; h < nh; ++h) cuda_util::prefetch_l2(x + h * p.rx_h * as, uint32_t(p.P * as));
+    cuda_util::prefetch_l2(static_cast<const char*>(p.rB) + (a.slot * p.rB_s + e * p.rB_r + a.g * p.rB_g) * as,
+                           uint32_t(p.N * as));
+    cuda_util::prefetch_l2(p.rdt + a.slot * p.rdt_s + e * p.rdt_r + a.h0, uint32_t(4 * nh));
+  }
+}
+
 // QF (QF_FP8 / QF_NVFP4, T = 1): the state is a packed read copy (dual pools).
 template <DType SD, DType AD, bool MMA, int QF = QF_NONE>
 __global__ void __launch_bounds__(KERNEL_THREADS, R1_BLOCKS_PER_SM)
@@ -172,7 +248,11 @@ mamba2_replay1_kernel(const Params p) {
   const int rows = nh * P;
   const uint64_t pol = evict_first_policy();
 
-  // ---- 1. slot, first batch of state rows
+  // ---- 1. slot, first batch of state rows; the last warp loads the slot of
+  // the row p.rec_pf blocks ahead and prefetches its tokens (AheadRow)
+  const bool pfw = p.rec_pf > 0 && warp == KERNEL_WARPS - 1;
+  AheadRow ahead;
+  if (pfw) ahead = ahead_begin<AD>(p, T, nh, lane);
   const int64_t slot = row_slot(p, b);
   int32_t bits = 0;
   if (check_slot(p, slot, &bits) != ROW_OK) {
@@ -237,6 +317,7 @@ mamba2_replay1_kernel(const Params p) {
   // by record index (only those: the ring's shared memory is L entries, not R)
   const int64_t acc = p.acc ? cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s) : 0;
   const RingCursor cur = load_cursor(p, slot);
+  if (pfw) ahead_cursor(p, ahead);
   {
     const at_t* x = static_cast<const at_t*>(p.x);
     const at_t* z = static_cast<const at_t*>(p.z);
@@ -338,6 +419,7 @@ mamba2_replay1_kernel(const Params p) {
     }
     cp_async_commit();
   }
+  if (pfw) ahead_records<AD>(p, ahead, nh, lane);  // the ahead row's records, with this block's in flight
   __syncthreads();  // Cs, Bw, dwin, Ah, Dh (plain stores) visible
 
   // ---- 3. everything that does not need the state, while the first NST

@@ -297,6 +297,22 @@ TEST(DualMamba2Gpu, BulkCopyProductionTiles) {
   }
 }
 
+// BulkCopySmall with the L2 prefetch of the block ahead forced
+// (REPLAYSSM_M2_PF = 1: every block prefetches the next one's slot, cursor,
+// tokens and records; replay1_kernel.cuh AheadRow) and T = 5 on the same
+// kernel's tensor-core stream (bf16 copy).
+TEST(DualMamba2Gpu, PrefetchAhead) {
+  RSSM_SKIP_WITHOUT_GPU();
+  ScopedEnv pf("REPLAYSSM_M2_PF", "1");
+  for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4, ReadFormat::bf16}) {
+    const RunResult r = run(Shape{8, 64, 128, 1}, DType::f32, DType::bf16, f, 305, 9, 4, {1});
+    EXPECT_GE(r.flushes, 2) << "the schedule must flush";
+    if (HasFailure()) return;
+  }
+  const RunResult r = run(Shape{8, 64, 128, 1}, DType::f32, DType::bf16, ReadFormat::bf16, 306, 12, 8, {5});
+  EXPECT_GE(r.flushes, 2) << "the schedule must flush";
+}
+
 // Speculative windows T in {2, 5, 8} with random acceptances (L = 16).
 TEST(DualMamba2Gpu, SpeculativeRandomAcceptances) {
   RSSM_SKIP_WITHOUT_GPU();

@@ -790,6 +790,27 @@ TEST(Mamba2Gpu, SpecSmallBatchTiles) {
   }
 }
 
+// The L2 prefetch of the block ahead (replay1_kernel.cuh, AheadRow) forced
+// at small batches (REPLAYSSM_M2_PF blocks ahead; the default starts at batch
+// 32): 1 (every block prefetches the next, across heads, rows, the pad row
+// and the grid's end) and 5; T = 1 at 3 rows (ring gathered) and 8 rows (ring
+// by bulk copies), fp32 and bf16 states, and T = 5 (tensor-core stream, cpu
+// oracle), against the reference. A prefetch only hints the cache, so this
+// holds the kernel's extra loads (the ahead row's slot, num_accepted and
+// cursor, read before its own are checked) to changing nothing.
+TEST(Mamba2Gpu, ReplayPrefetchAhead) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const Shape s{128, 64, 128, 8};
+  for (const char* v : {"1", "5"}) {
+    ScopedEnv pf("REPLAYSSM_M2_PF", v);
+    std::mt19937 rng(91);
+    for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}})
+      for (int64_t B : {3, 8}) replay_run(rng, s, d, 9, std::string("pf ") + v + " " + name(d) + " " + std::to_string(B) + " rows", B);
+    replay_run(rng, s, Dtypes{DType::f32, DType::bf16, DType::f32}, 6, std::string("pf ") + v + " spec 4 rows", 4, 5, Exec{Backend::cpu});
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 // A short speculative run through the tensor-core stream, small enough for
 // compute-sanitizer (memcheck and racecheck: the partial-sum buffer reuses
 // shared memory the earlier phases read): {4, 48, 128, 2}, T = 5, 3 rows.
