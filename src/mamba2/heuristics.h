@@ -203,12 +203,20 @@ inline int replay1_heads_per_block(int64_t B, int64_t G, int hpg, int hb_max, in
 }
 
 // L2 prefetch of the block ahead (replay1_kernel.cuh, AheadRow): half a
-// resident grid (two blocks per SM) ahead, from batch 32 on, as the delta
-// kernels' records prefetch (delta/heuristics.h replay1_prefetch_distance).
-// override >= 0 (REPLAYSSM_M2_PF, measurements) sets the distance in blocks.
-inline int replay1_prefetch_distance(int64_t B, int sms, int override_blocks = -1) {
+// resident grid (two blocks per SM) ahead, as the delta kernels' records
+// prefetch (delta/heuristics.h replay1_prefetch_distance), for T = 1 steps on
+// fp32 checkpoints from batch 32 on. Measured on the H200 at H128·P64·N128,
+// L = 16 (bench/results/2026-12-04_h200_mamba2_prefetch_ahead_2928664.jsonl,
+// two rounds, µs, none / SMs / 2·SMs ahead): fp32 B = 256 335.6 / 332.6 /
+// 332.8, B = 64 112.3 / 112.1 / 112.4; bf16 B = 256 237.9 / 238.9 / 237.5;
+// slower where the records are a smaller share of a block's chain or the
+// step waits for another grid: T = 5 fp32 584.8 / 599.7 / 599.9, dual fp8
+// 299.7 / 304.3 / 304.0, nvfp4 338.0 / 346.4 / 346.4. override >= 0
+// (REPLAYSSM_M2_PF, measurements and tests) sets the distance in blocks for
+// every step of this kernel.
+inline int replay1_prefetch_distance(int64_t B, int T, bool dual, int state_size, int sms, int override_blocks = -1) {
   if (override_blocks >= 0) return override_blocks;
-  return B >= 32 ? std::max(sms, 1) : 0;
+  return B >= 32 && T == 1 && !dual && state_size == 4 ? std::max(sms, 1) : 0;
 }
 
 // Prefill holds each row's running state in registers for the whole prompt:

@@ -671,6 +671,22 @@ TEST(Mamba2Gpu, ReplayHeadsPerBlockRule) {
         << "B " << c.B << " hb_max " << c.hb_max << " T " << c.T << " bps " << c.bps;
 }
 
+// The block-ahead prefetch's rule (no GPU needed, heuristics.h
+// replay1_prefetch_distance): half a resident grid (one block per SM of the
+// two) for T = 1 fp32 steps from batch 32 on; none for bf16 states, T > 1,
+// dual steps or small batches; an override wins everywhere.
+TEST(Mamba2Gpu, ReplayPrefetchRule) {
+  EXPECT_EQ(mamba2::replay1_prefetch_distance(256, 1, false, 4, 132), 132);
+  EXPECT_EQ(mamba2::replay1_prefetch_distance(32, 1, false, 4, 132), 132);
+  EXPECT_EQ(mamba2::replay1_prefetch_distance(31, 1, false, 4, 132), 0);
+  EXPECT_EQ(mamba2::replay1_prefetch_distance(256, 1, false, 2, 132), 0);
+  EXPECT_EQ(mamba2::replay1_prefetch_distance(256, 5, false, 4, 132), 0);
+  EXPECT_EQ(mamba2::replay1_prefetch_distance(256, 1, true, 1, 132), 0);
+  EXPECT_EQ(mamba2::replay1_prefetch_distance(256, 1, true, 4, 132), 0);
+  EXPECT_EQ(mamba2::replay1_prefetch_distance(4, 5, true, 1, 132, 7), 7);
+  EXPECT_EQ(mamba2::replay1_prefetch_distance(256, 1, false, 4, 132, 0), 0);
+}
+
 // ReplayHeadsPerBlockRule's small-batch tiles on the GPU, H128·P64·N128:
 // two heads per block (ring gathered) at 4 rows, four (ring by bulk copies)
 // at 8, fp32 and bf16 states, L = 4 (a flush at steps 4 and 8), against the
