@@ -26,9 +26,10 @@
 // wider than 128 values are split into CB column blocks of 128 (virtual rows
 // (p, cb), CB a power of two <= 8, so a thread keeps one column block). A
 // thread holds up to RT_MAX virtual rows of an item in registers: its state
-// loads are issued before the records are staged, the fold reads each
-// B_j chunk once from shared memory for all its rows and the weight
-// w_j[p] = fw_j·x_j[p] as a broadcast, and the values are encoded where they
+// loads are issued before the records are staged (the records' loads of a
+// round all issued before any is used), the fold reads each B_j chunk once
+// from shared memory for all its rows and the weights w_j[p] = fw_j·x_j[p] of
+// its rows as float4s (laid out by thread row), and the values are encoded where they
 // are: an FP8 block (32 values) is 8 lanes and an NVFP4 block (16) 4 lanes of
 // one warp (shuffle reductions). NVFP4 needs the tile amax, so its item is
 // the whole tile: a tile of more than RT_MAX rows per thread is folded and
@@ -56,8 +57,10 @@ namespace {
 constexpr int PACK_WINDOW = 512;
 // Virtual rows per thread held in registers (4 values each).
 constexpr int RT_MAX = 8;
-// Resident blocks per SM the kernel is compiled for (register budget).
-constexpr int PACK_BLOCKS_PER_SM = 3;
+// Resident blocks per SM the kernel is compiled for (register budget): at
+// three (80 registers) the records' batched loads spill ~0.7 KB per thread;
+// two (128) was 6 % faster per step (docs/perf_notes_mamba2.md v32).
+constexpr int PACK_BLOCKS_PER_SM = 2;
 
 struct PackGeom {
   int lpr = 32, cb = 1;  // lanes per row, column blocks per row
@@ -65,6 +68,7 @@ struct PackGeom {
   int vr = 0;            // virtual rows of a tile (P · cb)
   int rt = 0;            // virtual rows per thread for the whole tile (⌈vr / rp⌉)
   int nb = 0;            // staged B row length in floats (4 · lpr · cb >= N)
+  int kr = 0;            // fold weights per (record, tile row of a pass): rt rounded up (float4 reads)
 };
 
 struct DualPackParams {
@@ -94,15 +98,19 @@ PackGeom pack_geom(int P, int N) {
   g.vr = P * g.cb;
   g.rt = (g.vr + g.rp - 1) / g.rp;
   g.nb = 4 * g.lpr * g.cb;
+  // one pass: rt rounded up to float4s; several (NVFP4): RT_MAX per pass
+  g.kr = g.rt > RT_MAX ? (g.rt + RT_MAX - 1) / RT_MAX * RT_MAX : (g.rt + 3) / 4 * 4;
   return g;
 }
 
 // Shared memory: the window's slots (int64) [PACK_WINDOW], staged B [L][nb],
-// x then w = fw·x [L][P], fw [L], δ [L], reduction scratch [40] (red[32] =
-// fold decay), the window's fold start and count [PACK_WINDOW] each, warp
-// counts.
+// the fold weights w = fw·x by thread row [L][pstep][kr], staged x [L][P],
+// fw [L], δ [L], reduction scratch [40] (red[32] = fold decay), the window's
+// fold start and count [PACK_WINDOW] each, warp counts.
 int64_t dual_pack_smem_bytes(const PackGeom& g, int64_t P, int64_t L) {
-  return 8 * PACK_WINDOW + 4 * (L * g.nb + L * P + 2 * L + 40 + 2 * PACK_WINDOW + KERNEL_WARPS);
+  const int64_t pstep = g.rp / g.cb;
+  return 8 * PACK_WINDOW +
+         4 * (L * g.nb + L * pstep * g.kr + L * P + 2 * L + 40 + 2 * PACK_WINDOW + KERNEL_WARPS);
 }
 
 // Rows of one window of the batch that this call packs, in row order (every
@@ -235,10 +243,12 @@ struct Quad {
 };
 
 // Stage the n records of (slot, head h) the item needs as fp32, the loads of
-// a round all in flight before any is stored: B_j [n][nb] (zero past N),
-// x_j[p0 + pp] [n][np], and δ_j [n] (warp 0 stores them and syncs; the
-// scan is warp 0's). Record j sits at ring position start + j (mod R, with
-// start < R and j < n <= L <= R: one conditional subtraction).
+// a round all in flight before any is used (each loads unconditionally, from
+// the record's first element when its index is past the end, so no load
+// waits behind a branch): B_j [n][nb] (zero past N), x_j[p0 + pp] [n][np],
+// and δ_j [n] (warp 0 stores them and syncs; the scan is warp 0's). Record j
+// sits at ring position start + j (mod R, with start < R and j < n <= L <= R:
+// one conditional subtraction).
 template <DType RD>
 __device__ void stage_records(const Params& p, int64_t slot, int h, int start, int n, int p0, int np, int nb,
                               float* Bs, float* xs, float* ds) {
@@ -256,26 +266,26 @@ __device__ void stage_records(const Params& p, int64_t slot, int h, int start, i
   const bool dt0 = tid < 32 && tid < n;
   const float dv = dt0 ? rdt[pos(tid) * p.rdt_r] : 0.f;
   for (int b0 = 0, x0 = 0; b0 < nB || x0 < nX; b0 += KB * KERNEL_THREADS, x0 += KX * KERNEL_THREADS) {
-    float bv[KB], xv[KX];
+    rt_t bv[KB], xv[KX];
 #pragma unroll
     for (int k = 0; k < KB; ++k) {
       const int i = b0 + k * KERNEL_THREADS + tid, j = i >> sh, c = i & (nb - 1);
-      bv[k] = i < nB && c < N ? Traits<RD>::load(rB[pos(j) * p.rB_r + c]) : 0.f;
+      bv[k] = rB[i < nB && c < N ? pos(j) * p.rB_r + c : 0];
     }
 #pragma unroll
     for (int k = 0; k < KX; ++k) {
-      const int i = x0 + k * KERNEL_THREADS + tid, j = i / np;
-      xv[k] = i < nX ? Traits<RD>::load(rx[pos(j) * p.rx_r + (i - j * np)]) : 0.f;
+      const int i = x0 + k * KERNEL_THREADS + tid, j = cuda_util::div_small(i, np);
+      xv[k] = rx[i < nX ? pos(j) * p.rx_r + (i - j * np) : 0];
     }
 #pragma unroll
     for (int k = 0; k < KB; ++k) {
       const int i = b0 + k * KERNEL_THREADS + tid;
-      if (i < nB) Bs[i] = bv[k];
+      if (i < nB) Bs[i] = (i & (nb - 1)) < N ? Traits<RD>::load(bv[k]) : 0.f;
     }
 #pragma unroll
     for (int k = 0; k < KX; ++k) {
       const int i = x0 + k * KERNEL_THREADS + tid;
-      if (i < nX) xs[i] = xv[k];
+      if (i < nX) xs[i] = Traits<RD>::load(xv[k]);
     }
   }
   if (tid < 32) {
@@ -285,14 +295,14 @@ __device__ void stage_records(const Params& p, int64_t slot, int h, int start, i
   }
 }
 
-// v[i] ← fd·v[i] + Σ_j w_j[pp_i]·B_j[c] for the thread's rows i < rt (FULL:
+// v[i] ← fd·v[i] + Σ_j w_j[i]·B_j[c] for the thread's rows i < rt (FULL:
 // rt = RT_MAX), with the single-precision replay kernel's operations
 // (replay_pass: f *= fdec, then f = fmaf(1, f, w·B) for j = 0 .. n−1).
-// Row i of the thread is row min(r0 + i·rstep, np − 1) of w (the clamp keeps
-// rows past the item inside it; they are never stored).
+// w4: the thread's weights of record 0 (float4s, rows i in order; zero for
+// rows past the item, which are never stored), wj4 float4s between records.
 template <bool FULL>
 __device__ __forceinline__ void fold_rows(float (&v)[RT_MAX][4], int rt, int n, float fd, const float4* B4,
-                                          int nb4, const float* w, int np, int r0, int rstep) {
+                                          int nb4, const float4* w4, int wj4) {
 #pragma unroll
   for (int i = 0; i < RT_MAX; ++i) {
     if (!FULL && i >= rt) continue;
@@ -302,11 +312,17 @@ __device__ __forceinline__ void fold_rows(float (&v)[RT_MAX][4], int rt, int n, 
 #pragma unroll 2
   for (int j = 0; j < n; ++j) {
     const float4 b = B4[j * nb4];
-    const float* wj = w + j * np;
+    float wr[RT_MAX];
+#pragma unroll
+    for (int q = 0; q < RT_MAX / 4; ++q) {
+      if (!FULL && 4 * q >= rt) continue;
+      const float4 w = w4[j * wj4 + q];
+      wr[4 * q] = w.x, wr[4 * q + 1] = w.y, wr[4 * q + 2] = w.z, wr[4 * q + 3] = w.w;
+    }
 #pragma unroll
     for (int i = 0; i < RT_MAX; ++i) {
       if (!FULL && i >= rt) continue;
-      const float c = wj[min(r0 + i * rstep, np - 1)];
+      const float c = wr[i];
       v[i][0] = fmaf(1.f, v[i][0], c * b.x);
       v[i][1] = fmaf(1.f, v[i][1], c * b.y);
       v[i][2] = fmaf(1.f, v[i][2], c * b.z);
@@ -327,7 +343,9 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   int64_t* lslot = reinterpret_cast<int64_t*>(smem4);                      // [PACK_WINDOW]
   float* Bs = reinterpret_cast<float*>(lslot + PACK_WINDOW);              // [L][nb]
-  float* ws = Bs + L * g.nb;                                              // [L][P]
+  const int wj = g.rp / g.cb * g.kr;  // fold weights per record
+  float* wt = Bs + L * g.nb;                                              // [L][pstep][kr]
+  float* ws = wt + L * wj;                                                // [L][P]
   float* fw = ws + L * P;                                                 // [L]
   float* ds = fw + L;                                                     // [L]
   float* red = ds + L;                                                    // [40]
@@ -359,7 +377,7 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
       nch = (g.rt + rt - 1) / rt;
     }
     const int nsp = (rt + RT_MAX - 1) / RT_MAX;  // register passes of an item (> 1: NVFP4 only)
-    const int rts = (rt + nsp - 1) / nsp;        // rows per thread of a pass
+    const int rts = nsp > 1 ? RT_MAX : rt;       // rows per thread of a pass (the last may hold fewer)
     const int64_t per_row = int64_t(H) * nch;
     for (int64_t item = blockIdx.x; item < int64_t(count) * per_row; item += gridDim.x) {
       const int li = int(item / per_row);
@@ -372,10 +390,11 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
       st_t* Sh = static_cast<st_t*>(p.state) + slot * p.st_s + int64_t(h) * p.st_h;
       uint8_t* tile = d.copy + slot * d.cp_s + int64_t(h) * d.cp_h;
       // rows of pass s: virtual rows v0 + tr + (s·rts + i)·rp, i < rts
-      // pass s: the thread's rows i < nok are item rows r0 + i·pstep (k = s·rts + i)
-      int r0 = 0, nok = 0;
+      // pass s: the thread's rows i < nok are item rows r0 + i·pstep (k = kb + i)
+      int r0 = 0, nok = 0, kb = 0;
       auto place = [&](int s) {
-        const int kb = s * rts, left = v1 - v0 - tr - kb * g.rp;
+        kb = s * rts;
+        const int left = v1 - v0 - tr - kb * g.rp;
         r0 = prow + kb * pstep;
         nok = colok && left > 0 ? min(min(rts, rt - kb), (left + g.rp - 1) / g.rp) : 0;
       };
@@ -409,7 +428,13 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
           if (lane == 0) red[32] = expf(A * tot);
         }
         __syncthreads();
-        for (int i = tid; i < n * np; i += KERNEL_THREADS) ws[i] = fw[i / np] * ws[i];  // fw_j x_j[p]
+        // w = fw_j x_j[r] at [j][pr][k] for the item row r = pr + k·pstep of
+        // thread row k (zero past the item's rows)
+        for (int i = tid; i < n * wj; i += KERNEL_THREADS) {
+          const int j = cuda_util::div_small(i, wj), e = i - j * wj;
+          const int pr = cuda_util::div_small(e, g.kr), k = e - pr * g.kr, r = pr + k * pstep;
+          wt[i] = k < rt && r < np ? fw[j] * ws[j * np + r] : 0.f;
+        }
         __syncthreads();
       }
       const float fd = n > 0 ? red[32] : 1.f;
@@ -420,8 +445,9 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
         for (int i = 0; i < RT_MAX; ++i) Q::widen(raw[i], v[i]);
         if (n == 0) return;
         const float4* B4 = reinterpret_cast<const float4*>(Bs) + c;
-        if (rts == RT_MAX) fold_rows<true>(v, rts, n, fd, B4, g.nb / 4, ws, np, r0, pstep);
-        else fold_rows<false>(v, rts, n, fd, B4, g.nb / 4, ws, np, r0, pstep);
+        const float4* w4 = reinterpret_cast<const float4*>(wt + prow * g.kr + kb);
+        if (rts == RT_MAX) fold_rows<true>(v, rts, n, fd, B4, g.nb / 4, w4, wj / 4);
+        else fold_rows<false>(v, rts, n, fd, B4, g.nb / 4, w4, wj / 4);
 #pragma unroll
         for (int i = 0; i < RT_MAX; ++i) {
           if (i >= nok) continue;
@@ -485,15 +511,25 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
             if (i >= rts) break;  // block-uniform (the fp8 shuffles need every lane)
             const int64_t pr = item_row(i);
             if (d.format == ReadFormat::fp8_e4m3) {
-              float a = 0.f;
+              float a = 0.f, mn = 0.f;  // mn < 0: a NaN or Inf among the thread's four values
 #pragma unroll
-              for (int e = 0; e < 4; ++e) a = fmaxf(a, quant::dev::finite_abs(v[i][e]));
+              for (int e = 0; e < 4; ++e) {
+                const float q = quant::dev::finite_abs(v[i][e]);
+                a = fmaxf(a, q);
+                mn = fminf(mn, q);
+              }
               const int kx = quant::dev::fp8_block_exp(group_max(a, 8));
               const float m = quant::dev::exp2i(-kx);
-              const uint32_t lo = quant::dev::e4m3x2_encode(__fmul_rn(v[i][0], m), __fmul_rn(v[i][1], m));
-              const uint32_t hi = quant::dev::e4m3x2_encode(__fmul_rn(v[i][2], m), __fmul_rn(v[i][3], m));
+              const float s0 = __fmul_rn(v[i][0], m), s1 = __fmul_rn(v[i][1], m);
+              const float s2 = __fmul_rn(v[i][2], m), s3 = __fmul_rn(v[i][3], m);
+              uint32_t w;
+              if (mn >= 0.f) {  // finite: the same codes without the NaN / Inf fix-ups
+                w = quant::dev::e4m3x2_encode_finite(s0, s1) | (quant::dev::e4m3x2_encode_finite(s2, s3) << 16);
+              } else {
+                w = quant::dev::e4m3x2_encode(s0, s1) | (quant::dev::e4m3x2_encode(s2, s3) << 16);
+              }
               if (i < nok) {
-                *reinterpret_cast<uint32_t*>(tile + pr * N + n0) = lo | (hi << 16);
+                *reinterpret_cast<uint32_t*>(tile + pr * N + n0) = w;
                 if ((c & 7) == 0) tile[d.scale_off + pr * (N / 32) + n0 / 32] = uint8_t(kx + 127);
               }
             } else if (i < nok) {
