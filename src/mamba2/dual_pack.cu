@@ -297,7 +297,7 @@ __device__ void stage_records(const Params& p, int64_t slot, int h, int start, i
 
 // v[i] ← fd·v[i] + Σ_j w_j[i]·B_j[c] for the thread's rows i < rt (FULL:
 // rt = RT_MAX), with the single-precision replay kernel's operations
-// (replay_pass: f *= fdec, then f = fmaf(1, f, w·B) for j = 0 .. n−1).
+// (replay_pass: f *= fdec, then f = fmaf(w, B, f) for j = 0 .. n−1; fold_smem).
 // w4: the thread's weights of record 0 (float4s, rows i in order; zero for
 // rows past the item, which are never stored), wj4 float4s between records.
 template <bool FULL>
@@ -323,10 +323,10 @@ __device__ __forceinline__ void fold_rows(float (&v)[RT_MAX][4], int rt, int n, 
     for (int i = 0; i < RT_MAX; ++i) {
       if (!FULL && i >= rt) continue;
       const float c = wr[i];
-      v[i][0] = fmaf(1.f, v[i][0], c * b.x);
-      v[i][1] = fmaf(1.f, v[i][1], c * b.y);
-      v[i][2] = fmaf(1.f, v[i][2], c * b.z);
-      v[i][3] = fmaf(1.f, v[i][3], c * b.w);
+      v[i][0] = fmaf(c, b.x, v[i][0]);
+      v[i][1] = fmaf(c, b.y, v[i][1]);
+      v[i][2] = fmaf(c, b.z, v[i][2]);
+      v[i][3] = fmaf(c, b.w, v[i][3]);
     }
   }
 }

@@ -255,6 +255,21 @@ __device__ __forceinline__ float dot_smem(const float (&v)[VEC], const float* s)
   return acc;
 }
 
+// v ← v + c·s rounded once (fmaf): one record of a flush's fold, the form
+// every GPU fold of the family shares (replay kernels, dual pack, slot
+// operations), so their checkpoints agree bit for bit.
+template <int VEC>
+__device__ __forceinline__ void fold_smem(float (&v)[VEC], float c, const float* s) {
+#pragma unroll
+  for (int i = 0; i < VEC; i += 4) {
+    const float4 q = *reinterpret_cast<const float4*>(s + i);
+    v[i] = fmaf(c, q.x, v[i]);
+    v[i + 1] = fmaf(c, q.y, v[i + 1]);
+    v[i + 2] = fmaf(c, q.z, v[i + 2]);
+    v[i + 3] = fmaf(c, q.w, v[i + 3]);
+  }
+}
+
 // v ← a·v + c·s with s a 16-byte aligned shared-memory vector.
 template <int VEC>
 __device__ __forceinline__ void axpby_smem(float (&v)[VEC], float a, float c, const float* s) {

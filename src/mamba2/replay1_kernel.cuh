@@ -539,8 +539,9 @@ mamba2_replay1_kernel(const Params p) {
   #pragma unroll
     for (int e = 0; e < E; ++e) cq[e] = Traits<AD>::load(Cs[lr * E + e]);
     // A flush folds FG rows at a time, records outer (one fp32 B_j vector per
-    // record, reused by the FG rows): f = fdec·S_0, then f + round(w·B_j) with
-    // w = fw_j x_j[p] for j = 0 … n−1, as replay_pass and the dual pack kernel.
+    // record, reused by the FG rows): f = fdec·S_0, then fmaf(w, B_j, f) with
+    // w = fw_j x_j[p] for j = 0 … n−1, as replay_pass and the dual pack kernel
+    // (kernel_common.cuh fold_smem).
     constexpr int FG = QB ? 1 : E == 4 ? RB : RB / 2;
     for (int k = 0; k < nsw; ++k) {
       const int kq_ = cuda_util::div_small(k, NST);
@@ -600,7 +601,7 @@ mamba2_replay1_kernel(const Params p) {
               for (int u = 0; u < FG; ++u) {
                 const float w = __shfl_sync(0xffffffffu, wl[u], jl, LPR);
   #pragma unroll
-                for (int e = 0; e < E; ++e) f[u][e] = fmaf(1.f, f[u][e], __fmul_rn(w, bj[e]));
+                for (int e = 0; e < E; ++e) f[u][e] = fmaf(w, bj[e], f[u][e]);
               }
             }
           }
@@ -674,26 +675,33 @@ mamba2_replay1_kernel(const Params p) {
         for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int c = 0; c < 4; ++c) ld4<SD>(sb + ((tr + g + 8 * h) * R1_N + col0 + 16 * c) * int(sizeof(st_t)), f[h] + 4 * c);
-        if (flush) {  // fold as the FMA stream: fdec·S_0, then + round(w_j·B_j), records in order
-          int hl[2], pp[2];
+        if (flush) {  // fold as the FMA stream: fdec·S_0, then fmaf(w_j, B_j, f), records in order
+          // row h's fold weights fw[hl][j] and records x_j[hl][pp], walked by
+          // pointer (one add per record instead of the index products)
+          const float* fwr[2];
+          const at_t* xr[2];
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int rc = min(k * SW + tr + g + 8 * h, rows - 1);
-            hl[h] = rc / P;
-            pp[h] = rc - hl[h] * P;
-            const float fd = fdec[hl[h]];
+            const int hl = rc / P, pp = rc - hl * P;
+            fwr[h] = fw + hl * L;
+            xr[h] = xh + hl * Pp + pp;
+            const float fd = fdec[hl];
 #pragma unroll
             for (int e = 0; e < 16; ++e) f[h][e] *= fd;
           }
-          for (int j = 0; j < n; ++j) {
+          const int xstep = NH * Pp;  // between records in xh
+          const char* bq = reinterpret_cast<const char*>(Bh + col0);
+          for (int j = 0; j < n; ++j, bq += R1_N * int(sizeof(at_t))) {
             float bj[16];
 #pragma unroll
-            for (int c = 0; c < 4; ++c) ld4<AD>(reinterpret_cast<const char*>(Bh + j * R1_N + col0 + 16 * c), bj + 4 * c);
+            for (int c = 0; c < 4; ++c) ld4<AD>(bq + 16 * c * int(sizeof(at_t)), bj + 4 * c);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              const float w = fw[hl[h] * L + j] * Traits<AD>::load(xh[(j * NH + hl[h]) * Pp + pp[h]]);
+              const float w = fwr[h][j] * Traits<AD>::load(*xr[h]);
+              xr[h] += xstep;
 #pragma unroll
-              for (int e = 0; e < 16; ++e) f[h][e] = fmaf(1.f, f[h][e], __fmul_rn(w, bj[e]));
+              for (int e = 0; e < 16; ++e) f[h][e] = fmaf(w, bj[e], f[h][e]);
             }
           }
 #pragma unroll

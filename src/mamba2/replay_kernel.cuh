@@ -137,7 +137,7 @@ __device__ __forceinline__ void replay_pass(const Params& p, const BlockPos& bp,
 #pragma unroll
       for (int k = 0; k < VPL; ++k) {
         const int vi = l.lr + k * l.lpr;
-        if (vi < p.nv) axpby_smem<VEC>(f[k], 1.f, w, a.Bf + j * ns + vi * VEC);
+        if (vi < p.nv) fold_smem<VEC>(f[k], w, a.Bf + j * ns + vi * VEC);
       }
     }
     typename Traits<SD>::type* row = S + int64_t(bp.h0 + hl) * p.st_h + int64_t(bp.p0 + pp) * p.st_p;

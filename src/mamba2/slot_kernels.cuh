@@ -67,7 +67,7 @@ __device__ __forceinline__ void fold_row(const Params& p, int64_t slot, int star
 #pragma unroll
     for (int k = 0; k < VPL; ++k) {
       const int vi = lr + k * p.lpr;
-      if (vi < p.nv) axpby_smem<VEC>(v[k], 1.f, w, Bs + j * p.ns + vi * VEC);
+      if (vi < p.nv) fold_smem<VEC>(v[k], w, Bs + j * p.ns + vi * VEC);
     }
   }
 }
