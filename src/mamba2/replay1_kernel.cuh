@@ -711,6 +711,10 @@ mamba2_replay1_kernel(const Params p) {
             for (int c = 0; c < 4; ++c) st4<SD>(r < rows ? row_ptr(r) + col0 + 16 * c : nullptr, f[h] + 4 * c);
           }
         }
+        // the hi·hi products and the split corrections (lo·hi, hi·lo) in
+        // accumulators of their own: two dependent HMMA chains of 8, not one
+        // of 16–24, added once at the end
+        float dc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int i = 0; i < 4; ++i) d[u][i] = 0.f;
 #pragma unroll
@@ -722,10 +726,14 @@ mamba2_replay1_kernel(const Params p) {
 #pragma unroll
             for (int i = 0; i < 4; ++i) tf32_split<SPLIT_A>(a[i], ah[i], al[i]);
             const uint32_t b0 = bh[4 * c + 2 * s2], b1 = bh[4 * c + 2 * s2 + 1];
-            if constexpr (SPLIT_A) mma_tf32(d[u], al, b0, b1);
-            if constexpr (SPLIT_B) mma_tf32(d[u], ah, bl[4 * c + 2 * s2], bl[4 * c + 2 * s2 + 1]);
+            if constexpr (SPLIT_A) mma_tf32(dc, al, b0, b1);
+            if constexpr (SPLIT_B) mma_tf32(dc, ah, bl[4 * c + 2 * s2], bl[4 * c + 2 * s2 + 1]);
             mma_tf32(d[u], ah, b0, b1);
           }
+        if constexpr (SPLIT_A || SPLIT_B) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) d[u][i] += dc[i];
+        }
         if (kh == 1) {
           // The column-half-1 warps add the history terms: hist[r][t] =
           // Σ_i K[t][i]·X[i][r] over i = the records jb … n − 1, then the
