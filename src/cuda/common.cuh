@@ -263,14 +263,15 @@ __device__ __forceinline__ void mma_tf32x3(float (&d)[4], const uint32_t (&ah)[4
   if constexpr (B_LO) mma_tf32(d, ah, b0l, b1l);
   mma_tf32(d, ah, b0h, b1h);
 }
-// The same products with ah·b_h into d and the two correction terms into
-// cor (the caller adds cor to d at the end): two shorter dependent chains
-// where a long sum of products would make one.
+// The same products with ah·b_h into d and the correction terms into cor
+// (the caller adds cor to d at the end): two shorter dependent chains where
+// a long sum of products would make one. A_LO / B_LO as mma_tf32x3.
+template <bool A_LO = true, bool B_LO = true>
 __device__ __forceinline__ void mma_tf32x3_apart(float (&d)[4], float (&cor)[4], const uint32_t (&ah)[4],
                                                  const uint32_t (&al)[4], uint32_t b0h, uint32_t b1h, uint32_t b0l,
                                                  uint32_t b1l) {
-  mma_tf32(cor, al, b0h, b1h);
-  mma_tf32(cor, ah, b0l, b1l);
+  if constexpr (A_LO) mma_tf32(cor, al, b0h, b1h);
+  if constexpr (B_LO) mma_tf32(cor, ah, b0l, b1l);
   mma_tf32(d, ah, b0h, b1h);
 }
 // The A fragment (m16n8k8 tf32) of a lane's two register rows r0 (row g)

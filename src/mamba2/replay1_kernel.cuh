@@ -120,6 +120,7 @@ using cuda_util::mbar_arrive_expect_tx;
 using cuda_util::mbar_init;
 using cuda_util::mbar_wait;
 using cuda_util::mma_tf32;
+using cuda_util::mma_tf32x3_apart;
 using cuda_util::tf32_split;
 using cuda_util::ld4;
 using cuda_util::st4;
@@ -725,10 +726,8 @@ mamba2_replay1_kernel(const Params p) {
             uint32_t ah[4], al[4];
 #pragma unroll
             for (int i = 0; i < 4; ++i) tf32_split<SPLIT_A>(a[i], ah[i], al[i]);
-            const uint32_t b0 = bh[4 * c + 2 * s2], b1 = bh[4 * c + 2 * s2 + 1];
-            if constexpr (SPLIT_A) mma_tf32(dc, al, b0, b1);
-            if constexpr (SPLIT_B) mma_tf32(dc, ah, bl[4 * c + 2 * s2], bl[4 * c + 2 * s2 + 1]);
-            mma_tf32(d[u], ah, b0, b1);
+            mma_tf32x3_apart<SPLIT_A, SPLIT_B>(d[u], dc, ah, al, bh[4 * c + 2 * s2], bh[4 * c + 2 * s2 + 1],
+                                               bl[SPLIT_B ? 4 * c + 2 * s2 : 0], bl[SPLIT_B ? 4 * c + 2 * s2 + 1 : 0]);
           }
         if constexpr (SPLIT_A || SPLIT_B) {
 #pragma unroll
