@@ -595,9 +595,9 @@ mamba2_replay1_kernel(const Params p) {
             for (int u = 0; u < FG; ++u) wl[u] = fw[hl[u] * L + jw] * Traits<AD>::load(xh[(jw * NH + hl[u]) * Pp + pp[u]]);
             for (int jl = 0; jl < jn; ++jl) {
               const int j = j0 + jl;
-              float bj[E];
+              float bj[E];  // B_j as staged, by vector loads
   #pragma unroll
-              for (int e = 0; e < E; ++e) bj[e] = Traits<AD>::load(Bh[j * R1_N + lr * E + e]);  // B_j as staged
+              for (int c = 0; c < E; c += 4) ld4<AD>(reinterpret_cast<const char*>(Bh + j * R1_N + lr * E + c), bj + c);
   #pragma unroll
               for (int u = 0; u < FG; ++u) {
                 const float w = __shfl_sync(0xffffffffu, wl[u], jl, LPR);

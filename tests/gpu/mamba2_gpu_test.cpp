@@ -30,7 +30,7 @@ const Dtypes DTYPE_SET[] = {
     {DType::f32, DType::bf16, DType::f32}, {DType::f32, DType::f32, DType::f32},
     {DType::bf16, DType::bf16, DType::bf16}, {DType::bf16, DType::f32, DType::f32},
     {DType::f16, DType::bf16, DType::f32}, {DType::f16, DType::f32, DType::f32},
-    {DType::f32, DType::f16, DType::f16}};
+    {DType::f32, DType::f16, DType::f16}, {DType::f16, DType::f16, DType::f32}};
 
 int rank(DType d) { return d == DType::bf16 ? 3 : d == DType::f16 ? 2 : 1; }
 double tol(DType state, DType act) { return tolerance(rank(state) >= rank(act) ? state : act); }
@@ -878,13 +878,16 @@ TEST(Mamba2Gpu, DeviceStatusOnBadRows) {
 }
 
 // A short T = 1 run through the bulk-copy replay kernel (N = 128, L = 4:
-// flushes every fourth step; a pad row), both state dtypes: small enough
-// for compute-sanitizer (scripts/gpu_check.sh SANITIZE_FILTER).
+// flushes every fourth step; a pad row), every state dtype (16-bit states
+// with activations of their dtype: the tensor-core stream of non-flushing
+// rows): small enough for compute-sanitizer (scripts/gpu_check.sh
+// SANITIZE_FILTER).
 TEST(Mamba2Gpu, ReplayShortRunN128) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(31);
   const Shape s{4, 48, 128, 2};
-  for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16}})
+  for (const Dtypes& d : {Dtypes{DType::f32, DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16, DType::bf16},
+                          Dtypes{DType::f16, DType::f16, DType::f32}})
     replay_run(rng, s, d, 10, name(d) + " short run");
 }
 
