@@ -307,12 +307,6 @@ mamba2_replay1_kernel(const Params p) {
         for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
     }
   }
-  // The lane's vectors of sweep k start at srow(k); row u·RPL of the warp's
-  // batch is u·RPL·ROWB further (rows past the block's read stale stage bytes:
-  // their sums are never stored).
-  auto srow = [&](int k) {
-    return stage + (k - cuda_util::div_small(k, NST) * NST) * SWB + (warp * BR + sub) * ROWB + lr * LB;
-  };
 
   // ---- 2. cursor and window inputs; then the records the plan reads, staged
   // by record index (only those: the ring's shared memory is L entries, not R)
@@ -544,11 +538,22 @@ mamba2_replay1_kernel(const Params p) {
     // w = fw_j x_j[p] for j = 0 … n−1, as replay_pass and the dual pack kernel
     // (kernel_common.cuh fold_smem).
     constexpr int FG = QB ? 1 : E == 4 ? RB : RB / 2;
+    // Advanced per sweep, without divisions: the sweep's stage st and its
+    // mbarrier phase; the row whose sum this lane may hold after the
+    // reduction (row er0 of sweep 0, then SW rows further per sweep), its head
+    // ehl, position epp and output offset eyo.
+    int st = 0;
+    uint32_t ph = 0;
+    const int er0 = warp * BR + (lr / (LPR / RB)) * RPL + sub;
+    int ehl = er0 / P, epp = er0 - ehl * P;
+    int64_t eyo = b * p.y_b + int64_t(bp.h0 + ehl) * p.y_h + epp;
     for (int k = 0; k < nsw; ++k) {
-      const int kq_ = cuda_util::div_small(k, NST);
-      mbar_wait(bar + k - kq_ * NST, uint32_t(kq_) & 1u);
+      mbar_wait(bar + st, ph);
       const int r0 = k * SW + warp * BR;
-      const char* const sk = srow(k);
+      // the lane's vectors of the sweep; row u·RPL of the warp's batch is
+      // u·RPL·ROWB further (rows past the block's read stale stage bytes:
+      // their sums are never stored)
+      const char* const sk = stage + st * SWB + (warp * BR + sub) * ROWB + lr * LB;
       float a[RB];
   #pragma unroll
       for (int g0 = 0; g0 < RB; g0 += FG) {
@@ -560,7 +565,7 @@ mamba2_replay1_kernel(const Params p) {
           if constexpr (QB) {
             // row rs of the sweep: its scale row after the sweep's codes
             const int rs = warp * BR + (g0 + u) * RPL + sub;
-            const char* const sg = stage + (k - kq_ * NST) * SWB, *const sc = sg + SW * ROWB + rs * int(p.q_srb);
+            const char* const sg = stage + st * SWB, *const sc = sg + SW * ROWB + rs * int(p.q_srb);
             if constexpr (QF == QF_FP8) {
               const uint4 w = *reinterpret_cast<const uint4*>(sk + (g0 + u) * RPL * ROWB);
               qs[u] = quant::dev::exp2i(int(uint8_t(sc[lr >> 1])) - 127);
@@ -624,18 +629,28 @@ mamba2_replay1_kernel(const Params p) {
       }
       cuda_util::transpose_sum<RB, LPR>(a, lr);
       if ((lr & (LPR / RB - 1)) == 0) {  // y = dec·(S·C_t) + hist, gate, from the lane holding the row's sum
-        const int r = r0 + (lr / (LPR / RB)) * RPL + sub;
+        const int r = er0 + k * SW;
         if (r < rows) {
-          const int hl = cuda_util::div_small(r, P), pp = r - hl * P;
-          float yv = fmaf(a[0], dec[hl], hist[r]);
-          if (p.z) yv = silu_gate(yv, Traits<AD>::load(zs[hl * Pp + pp]));
-          st_act<AD>(p.y, b * p.y_b + int64_t(bp.h0 + hl) * p.y_h + pp, yv);
+          float yv = fmaf(a[0], dec[ehl], hist[r]);
+          if (p.z) yv = silu_gate(yv, Traits<AD>::load(zs[ehl * Pp + epp]));
+          st_act<AD>(p.y, eyo, yv);
         }
       }
-      __syncthreads();  // stage k % NST consumed: refill it with sweep k + NST
+      epp += SW;
+      eyo += SW;
+      while (epp >= P) {
+        epp -= P;
+        ++ehl;
+        eyo += p.y_h - P;
+      }
+      __syncthreads();  // stage st consumed: refill it with sweep k + NST
       if (tid == 0 && k + NST < nsw) {
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         issue_sweep(k + NST);
+      }
+      if (++st == NST) {
+        st = 0;
+        ph ^= 1u;
       }
     }
   } else {
