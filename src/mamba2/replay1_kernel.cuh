@@ -677,15 +677,30 @@ mamba2_replay1_kernel(const Params p) {
       tf32_split<SPLIT_B>(v, bh[i], bl[SPLIT_B ? i : 0]);
     }
     float4* red = reinterpret_cast<float4*>(base + m.red);  // [2][SW / 16][32], may reuse Cs … xwin
+    // Advanced per sweep, without divisions: the sweep's stage st and its
+    // mbarrier phase; the head thl[u] of tile u (its 16 rows lie in one head)
+    // and the position tpp[u] of its first row in it (rows past the block:
+    // thl >= nh)
+    int st = 0;
+    uint32_t ph = 0;
+    int thl[TPW], tpp[TPW];
+#pragma unroll
+    for (int u = 0; u < TPW; ++u) {
+      thl[u] = (wq + 4 * u) * 16 / P;
+      tpp[u] = (wq + 4 * u) * 16 - thl[u] * P;
+    }
     __syncthreads();  // every warp has read Cs
     for (int k = 0; k < nsw; ++k) {
-      const int kq_ = cuda_util::div_small(k, NST);
-      mbar_wait(bar + k - kq_ * NST, uint32_t(kq_) & 1u);
-      const char* const sb = stage + int64_t(k % NST) * SW * ROWB;
+      mbar_wait(bar + st, ph);
+      const char* const sb = stage + st * SW * ROWB;
       float d[TPW][4];
 #pragma unroll
       for (int u = 0; u < TPW; ++u) {
         const int tr = (wq + 4 * u) * 16;  // the tile's first row in the sweep
+        // the tile's head and first row in it; a tile past the block reads the
+        // block's last row's (its results are never stored)
+        const bool tin = thl[u] < nh;
+        const int hlt = tin ? thl[u] : nh - 1, ppt = tin ? tpp[u] : P - 16;
         float f[2][16];                    // rows g, g + 8
 #pragma unroll
         for (int h = 0; h < 2; ++h)
@@ -698,8 +713,7 @@ mamba2_replay1_kernel(const Params p) {
           const at_t* xr[2];
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const int rc = min(k * SW + tr + g + 8 * h, rows - 1);
-            const int hl = rc / P, pp = rc - hl * P;
+            const int hl = hlt, pp = ppt + g + 8 * h;
             fwr[h] = fw + hl * L;
             xr[h] = xh + hl * Pp + pp;
             const float fd = fdec[hl];
@@ -756,7 +770,7 @@ mamba2_replay1_kernel(const Params p) {
           // m16n8k8 product per 8 i, coef split hi + lo. The tile's rows are
           // one head (P % 16 == 0: launch.cu::replay1_fits). They hand
           // d·e^{Λ_t} + hist to the half-0 warps.
-          const int r0 = min(k * SW + tr, rows - 1), hl = r0 / P, pp0 = r0 - hl * P;
+          const int hl = hlt, pp0 = ppt;
           const int nr = n - jb, ni = k * SW + tr < rows ? nr + T : 0;  // tiles past the block: nothing
           float hs[4] = {0.f, 0.f, 0.f, 0.f};
           auto xv = [&](int i, int pp) -> float {
@@ -802,9 +816,8 @@ mamba2_replay1_kernel(const Params p) {
           const float rest[4] = {o.x, o.y, o.z, o.w};
 #pragma unroll
           for (int h = 0; h < 2; ++h) {  // row g + 8h, tokens 2·t4 and 2·t4 + 1
-            const int r = k * SW + (wq + 4 * u) * 16 + g + 8 * h;
-            if (r >= rows) continue;
-            const int hl = cuda_util::div_small(r, P), pp = r - hl * P;
+            if (thl[u] >= nh) continue;  // the tile past the block
+            const int hl = thl[u], pp = tpp[u] + g + 8 * h;
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
               const int t = 2 * t4 + i;
@@ -815,6 +828,18 @@ mamba2_replay1_kernel(const Params p) {
             }
           }
         }
+      }
+#pragma unroll
+      for (int u = 0; u < TPW; ++u) {
+        tpp[u] += SW;
+        while (tpp[u] >= P) {
+          tpp[u] -= P;
+          ++thl[u];
+        }
+      }
+      if (++st == NST) {
+        st = 0;
+        ph ^= 1u;
       }
     }
   }
