@@ -697,8 +697,8 @@ mamba2_replay1_kernel(const Params p) {
 #pragma unroll
       for (int u = 0; u < TPW; ++u) {
         const int tr = (wq + 4 * u) * 16;  // the tile's first row in the sweep
-        // the tile's head and first row in it; a tile past the block reads the
-        // block's last row's (its results are never stored)
+        // the tile's head and first row in it; a tile past the block takes the
+        // block's last tile's (its results are never stored)
         const bool tin = thl[u] < nh;
         const int hlt = tin ? thl[u] : nh - 1, ppt = tin ? tpp[u] : P - 16;
         float f[2][16];                    // rows g, g + 8

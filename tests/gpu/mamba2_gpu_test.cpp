@@ -878,10 +878,9 @@ TEST(Mamba2Gpu, DeviceStatusOnBadRows) {
 }
 
 // A short T = 1 run through the bulk-copy replay kernel (N = 128, L = 4:
-// flushes every fourth step; a pad row), every state dtype (16-bit states
-// with activations of their dtype: the tensor-core stream of non-flushing
-// rows): small enough for compute-sanitizer (scripts/gpu_check.sh
-// SANITIZE_FILTER).
+// flushes every fourth step; a pad row), every state dtype (f16 states with
+// f16 activations too): small enough for compute-sanitizer
+// (scripts/gpu_check.sh SANITIZE_FILTER).
 TEST(Mamba2Gpu, ReplayShortRunN128) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(31);
