@@ -169,6 +169,19 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
+// The cursor of a ring of n mbarrier-guarded stages visited in order: visit i
+// uses slot i mod n and waits for the phase of parity (i / n) & 1. next()
+// advances both without dividing.
+struct StageCursor {
+  int slot = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void next(int n) {
+    if (++slot == n) {
+      slot = 0;
+      phase ^= 1u;
+    }
+  }
+};
 // One arrival on bar (release: the caller's earlier writes are seen by its waiters).
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");

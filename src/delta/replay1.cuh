@@ -324,8 +324,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
   uint64_t* BAR = reinterpret_cast<uint64_t*>(sm + lay.bar);
   TS* const BASE = state + int64_t(hv0) * a.st.s1 + int64_t(v0) * a.st.s2;  // BULK: row r at BASE + r·K
-  auto issue_sweep = [&](int k) {
-    const int st = k - div_small(k, NST) * NST;
+  auto issue_sweep = [&](int k, int st) {  // st = k % NST
     char* const dst = reinterpret_cast<char*>(STG) + st * SWB;
     if constexpr (QB) {
       const uint8_t* tile = reinterpret_cast<const uint8_t*>(state) + int64_t(hv0 + k) * a.st.s1;
@@ -381,7 +380,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
         for (int k = 0; k < NST; ++k) cuda_util::mbar_init(BAR + k, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
+        for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k, k);
       }
     } else {
 #pragma unroll
@@ -836,9 +835,10 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     const int64_t o_base = int64_t(b) * in.o.sb + v0;
     const int srb = int(a.qg.scale_row_bytes);
     const int ra = min(16 * warp + g, vt - 1), rb = min(16 * warp + g + 8, vt - 1);
-    for (int k = 0; k < nsw; ++k) {
-      const int kq_ = div_small(k, NST), st = k - kq_ * NST;
-      cuda_util::mbar_wait(BAR + st, uint32_t(kq_) & 1u);
+    cuda_util::StageCursor stc;  // the sweep's stage and its mbarrier phase
+    for (int k = 0; k < nsw; ++k, stc.next(NST)) {
+      const int st = stc.slot;
+      cuda_util::mbar_wait(BAR + st, stc.phase);
       const char* const sg = reinterpret_cast<const char*>(STG) + st * SWB;
       const uint4* const pa = reinterpret_cast<const uint4*>(sg + ra * ROWB + 32 * t);
       const uint4* const pb = reinterpret_cast<const uint4*>(sg + rb * ROWB + 32 * t);
@@ -857,7 +857,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
       __syncthreads();  // stage k % NST read: refill it with sweep k + NST
       if (tid == 0 && k + NST < nsw) {
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        issue_sweep(k + NST);
+        issue_sweep(k + NST, st);
       }
       // lane t: D[g][2t], D[g][2t + 1], the same of row g + 8 = block t's q and k sums
       const float fa = quant::dev::exp2i(int(ea) - 127), fb = quant::dev::exp2i(int(eb) - 127);
@@ -904,8 +904,9 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     // of the plain stream (inlined, the staging cost KDA bf16 16 B of spills).
     auto sweeps = [&](auto wide_c) {
       constexpr bool WIDE = decltype(wide_c)::value;
-      for (int k = 0; k < nsw; ++k) {
-        const int kq_ = div_small(k, NST), st = k - kq_ * NST;
+      cuda_util::StageCursor stc;  // the sweep's stage and its mbarrier phase
+      for (int k = 0; k < nsw; ++k, stc.next(NST)) {
+        const int st = stc.slot;
         if constexpr (WIDE) {  // the sweep's fold weights, all records: DT[j][row − k·SW]
           const int nr = min(SW, RB - k * SW);
           for (int x = tid; x < n_old * SW; x += nthr) {
@@ -914,7 +915,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
           }
           __syncthreads();  // (the previous sweep's reads ended at its barrier)
         }
-        cuda_util::mbar_wait(BAR + st, uint32_t(kq_) & 1u);
+        cuda_util::mbar_wait(BAR + st, stc.phase);
         if (k == 0) R1_STAMP(5);
         const int r0 = k * SW + warp * BR;
         const int rlim = QB ? (k + 1) * SW : RB;  // rows r < rlim are the sweep's
@@ -975,7 +976,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
         __syncthreads();  // stage k % NST read: refill it with sweep k + NST
         if (tid == 0 && k + NST < nsw) {
           asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-          issue_sweep(k + NST);
+          issue_sweep(k + NST, st);
         }
         r1b_finish_rows<KDA, LPB>(ak, aq, lr, r0, RPL, sub, rlim, vt, hv0, EU, BETA, VS, HQ, kq, rg, in, d_base, o_base);
       }

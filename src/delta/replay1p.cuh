@@ -518,16 +518,19 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
     const TS* const state = static_cast<const TS*>(a.st.p);
     const uint64_t pol = cuda_util::l2_policy_evict_first();
     char* const stg = reinterpret_cast<char*>(sm + lay.stg);
+    // the item's buffer and the sweep's stage with their mbarrier phases,
+    // advanced without dividing (issued: the sweeps issued)
+    cuda_util::StageCursor ic, sc;
     int64_t issued = 0;
-    for (int64_t n = 0;; ++n) {
-      const int buf = int(n % NB);
-      cuda_util::mbar_wait(SLT + buf, uint32_t(n / NB) & 1u);
+    for (;; ic.next(NB)) {
+      const int buf = ic.slot;
+      cuda_util::mbar_wait(SLT + buf, ic.phase);
       const int nsw = info[buf].nsw;
       if (nsw < 0) break;
       const TS* const base = state + info[buf].s * a.st.s0 + int64_t(info[buf].kh) * in.G * a.st.s1;
-      for (int k = 0; k < nsw; ++k, ++issued) {
-        const int st = int(issued % NST);
-        if (issued >= NST) cuda_util::mbar_wait(EMPTY + st, uint32_t(issued / NST - 1) & 1u);
+      for (int k = 0; k < nsw; ++k, ++issued, sc.next(NST)) {
+        const int st = sc.slot;  // its previous use is the phase before
+        if (issued >= NST) cuda_util::mbar_wait(EMPTY + st, sc.phase ^ 1u);
         const int r0 = k * SW, nr = min(SW, RB - r0);
         const char* src = reinterpret_cast<const char*>(base + int64_t(r0) * R1B_K);
         char* const dst = stg + st * SWB;
@@ -566,16 +569,20 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
     float* const FL = sm + lay.fl;
     char* const DTR = reinterpret_cast<char*>(sm + lay.dtr);
     const uint64_t keep = cuda_util::l2_policy_evict_normal();
+    // item n: the c-th of its chunk, in buffer ic.slot (advanced without
+    // dividing); the last flushing item's number, buffer and phase
     int64_t base = 0, last_flush = -1;
-    for (int64_t n = 0;; ++n) {
-      const int c = int(n % C);
+    int c = 0, lf_buf = 0;
+    uint32_t lf_phase = 0;
+    cuda_util::StageCursor ic;
+    for (int64_t n = 0;; ++n, c = c + 1 == C ? 0 : c + 1, ic.next(NB)) {
       if (c == 0) {
         unsigned long long x = 0;
         if (lane32 == 0) x = atomicAdd(ctr, (unsigned long long)C);
         base = int64_t(__shfl_sync(FULL_MASK, x, 0));
       }
-      const int buf = int(n % NB);
-      if (n >= NB) cuda_util::mbar_wait(FRE + buf, uint32_t((n - NB) / NB) & 1u);
+      const int buf = ic.slot;  // its previous use is the phase before
+      if (n >= NB) cuda_util::mbar_wait(FRE + buf, ic.phase ^ 1u);
       if (base + c >= nitems) {  // no more items: the producer and the consumers stop here
         if (lane32 == 0) {
           info[buf].nsw = -1;
@@ -605,7 +612,7 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
           const bool flush = h.flags & R1P_FLUSH;
           // the flush area is free once the previous flushing item is consumed
           if (flush && last_flush >= 0 && last_flush > n - NB)
-            cuda_util::mbar_wait(FRE + last_flush % NB, uint32_t(last_flush / NB) & 1u);
+            cuda_util::mbar_wait(FRE + lf_buf, lf_phase);
           const float* const src = pay + it * a.scr_ps;
           const uint32_t rb = uint32_t(rl.sz * 4), fb = flush ? uint32_t((rl.kv - rl.sz + int64_t(h.n_old) * K) * 4) : 0u;
           const uint32_t db = uint32_t(RB * dsz);
@@ -614,6 +621,8 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
           cuda_util::bulk_g2s(sm + lay.res + buf * rl.sz, src, rb, RDY + buf, keep);
           if (flush) {
             last_flush = n;
+            lf_buf = buf;
+            lf_phase = ic.phase;
             if (fb) cuda_util::bulk_g2s(FL, src + rl.sz, fb, RDY + buf, keep);
             for (int j = 0; j < h.n_old; ++j) {
               const int64_t pos = ring_pos_near(h.ost, j, rg.R);
@@ -650,10 +659,12 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
   const float* const KV = FL + (rl.kv - rl.sz);
   const char* const DTR = reinterpret_cast<const char*>(sm + lay.dtr);
   auto csync = [] { cuda_util::named_sync(1, R1P_CONSUMERS); };
-  int64_t gk = 0;  // sweeps consumed
-  for (int64_t n = 0;; ++n) {
-    const int buf = int(n % NB);
-    cuda_util::mbar_wait(RDY + buf, uint32_t(n / NB) & 1u);
+  // the item's buffer and the sweep's stage with their mbarrier phases,
+  // advanced without dividing
+  cuda_util::StageCursor ic, sc;
+  for (;; ic.next(NB)) {
+    const int buf = ic.slot;
+    cuda_util::mbar_wait(RDY + buf, ic.phase);
     const R1PItem item = info[buf];
     if (item.nsw < 0) break;
     const int64_t itc = int64_t(item.b) * H + item.kh;
@@ -679,9 +690,9 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
     }
     const int64_t d_base = item.s * rg.d0 + item.apos * rg.d1;
     const int64_t o_base = int64_t(item.b) * in.o.sb;
-    for (int k = 0; k < item.nsw; ++k, ++gk) {
-      const int st = int(gk % NST);
-      cuda_util::mbar_wait(FULL + st, uint32_t(gk / NST) & 1u);
+    for (int k = 0; k < item.nsw; ++k, sc.next(NST)) {
+      const int st = sc.slot;
+      cuda_util::mbar_wait(FULL + st, sc.phase);
       if (tid == 0 && k == 0) r1p_stamp(a, itc, 9);
       const int r0 = k * SW + warp * BR;
       const int rlim = QB ? (k + 1) * SW : RB;  // rows r < rlim are the sweep's

@@ -270,9 +270,8 @@ mamba2_replay1_kernel(const Params p) {
   constexpr int SW = KERNEL_WARPS * BR;            // rows per sweep
   const int nsw = (rows + SW - 1) / SW;
   const int64_t SWB = m.swb;                       // bytes per stage
-  // sweep k of rows [k·SW, (k+1)·SW) into stage k % NST, completing on bar[k % NST]
-  auto issue_sweep = [&](int k) {
-    const int st = k - cuda_util::div_small(k, NST) * NST;
+  // sweep k of rows [k·SW, (k+1)·SW) into its stage st = k % NST, completing on bar[st]
+  auto issue_sweep = [&](int k, int st) {
     char* dst = stage + st * SWB;
     const int r0 = k * SW, nr = min(SW, rows - r0);
     if constexpr (QB) {  // the sweep's heads: codes, scale rows, (nvfp4) tensor scales
@@ -304,7 +303,7 @@ mamba2_replay1_kernel(const Params p) {
       // dual pools: after the plan (a flushing row's copy is repacked by the
       // pack kernel this launch may overlap, launch.cu::dual_replay_step)
       if (!p.dual)
-        for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
+        for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k, k);
     }
   }
 
@@ -368,7 +367,7 @@ mamba2_replay1_kernel(const Params p) {
     // barriers before the cursor loads.)
     if (plan.flush) asm volatile("griddepcontrol.wait;" ::: "memory");
     if (tid == 0)
-      for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k);
+      for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k, k);
   }
   const bool flush = plan.flush && !p.dual;
   const int n = flush ? plan.fold_count : plan.hist_count;
@@ -539,16 +538,16 @@ mamba2_replay1_kernel(const Params p) {
     // (kernel_common.cuh fold_smem).
     constexpr int FG = QB ? 1 : E == 4 ? RB : RB / 2;
     // Advanced per sweep, without divisions: the sweep's stage st and its
-    // mbarrier phase; the row whose sum this lane may hold after the
+    // mbarrier phase (stc); the row whose sum this lane may hold after the
     // reduction (row er0 of sweep 0, then SW rows further per sweep), its head
     // ehl, position epp and output offset eyo.
-    int st = 0;
-    uint32_t ph = 0;
+    cuda_util::StageCursor stc;
     const int er0 = warp * BR + (lr / (LPR / RB)) * RPL + sub;
     int ehl = er0 / P, epp = er0 - ehl * P;
     int64_t eyo = b * p.y_b + int64_t(bp.h0 + ehl) * p.y_h + epp;
-    for (int k = 0; k < nsw; ++k) {
-      mbar_wait(bar + st, ph);
+    for (int k = 0; k < nsw; ++k, stc.next(NST)) {
+      const int st = stc.slot;
+      mbar_wait(bar + st, stc.phase);
       const int r0 = k * SW + warp * BR;
       // the lane's vectors of the sweep; row u·RPL of the warp's batch is
       // u·RPL·ROWB further (rows past the block's read stale stage bytes:
@@ -646,11 +645,7 @@ mamba2_replay1_kernel(const Params p) {
       __syncthreads();  // stage st consumed: refill it with sweep k + NST
       if (tid == 0 && k + NST < nsw) {
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        issue_sweep(k + NST);
-      }
-      if (++st == NST) {
-        st = 0;
-        ph ^= 1u;
+        issue_sweep(k + NST, st);
       }
     }
   } else {
@@ -678,11 +673,10 @@ mamba2_replay1_kernel(const Params p) {
     }
     float4* red = reinterpret_cast<float4*>(base + m.red);  // [2][SW / 16][32], may reuse Cs … xwin
     // Advanced per sweep, without divisions: the sweep's stage st and its
-    // mbarrier phase; the head thl[u] of tile u (its 16 rows lie in one head)
+    // mbarrier phase (stc); the head thl[u] of tile u (its 16 rows lie in one head)
     // and the position tpp[u] of its first row in it (rows past the block:
     // thl >= nh)
-    int st = 0;
-    uint32_t ph = 0;
+    cuda_util::StageCursor stc;
     int thl[TPW], tpp[TPW];
 #pragma unroll
     for (int u = 0; u < TPW; ++u) {
@@ -690,8 +684,9 @@ mamba2_replay1_kernel(const Params p) {
       tpp[u] = (wq + 4 * u) * 16 - thl[u] * P;
     }
     __syncthreads();  // every warp has read Cs
-    for (int k = 0; k < nsw; ++k) {
-      mbar_wait(bar + st, ph);
+    for (int k = 0; k < nsw; ++k, stc.next(NST)) {
+      const int st = stc.slot;
+      mbar_wait(bar + st, stc.phase);
       const char* const sb = stage + st * SW * ROWB;
       float d[TPW][4];
 #pragma unroll
@@ -807,7 +802,7 @@ mamba2_replay1_kernel(const Params p) {
       __syncthreads();  // stage k % NST consumed, half-1 partials stored: refill the stage
       if (tid == 0 && k + NST < nsw) {
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        issue_sweep(k + NST);
+        issue_sweep(k + NST, st);
       }
       if (kh == 0) {
 #pragma unroll
@@ -836,10 +831,6 @@ mamba2_replay1_kernel(const Params p) {
           tpp[u] -= P;
           ++thl[u];
         }
-      }
-      if (++st == NST) {
-        st = 0;
-        ph ^= 1u;
       }
     }
   }
