@@ -526,7 +526,8 @@ bool bulk_records(const Tensor& t, int64_t bytes) {
 // items, each a whole key head (GDN: its G value heads) of K = 128 rows
 // contiguous in the state, records readable by bulk copies (GDN's d
 // records of a key head contiguous), L <= 32, and by default (heuristics.h)
-// a 16-bit state of at least 3 MiB per SM (r1p_by_default) or a dual step's
+// a state of enough bytes per SM (r1p_by_default: 16-bit GDN 1.75 MiB,
+// 16-bit KDA 1 MiB, fp32 KDA 3.5 MiB, fp32 GDN never) or a dual step's
 // read copy from 12 items per SM (r1p_dual_by_default). The stream's stages
 // fill the shared memory its NB result buffers and flush area (none for a
 // dual step) leave (at most R1P_MAX_STAGES).
@@ -567,7 +568,7 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
     return p;
   const int64_t items = d.B * d.H;
   if (mode != 1 && mode != 2 &&
-      !(dual ? r1p_dual_by_default(items, sms) : r1p_by_default(ss, d.B * d.HV * d.V * d.K * ss, sms)))
+      !(dual ? r1p_dual_by_default(items, sms) : r1p_by_default(kda, ss, d.B * d.HV * d.V * d.K * ss, sms)))
     return p;
   const int64_t sw = packed ? d.V : r1b_sweep_rows(kda, int(ss));
   const int64_t swb = packed ? r1q_sweep_bytes(qf == QF_NVFP4, int(d.V), qg.scale_row_bytes) : sw * R1B_K * ss;

@@ -230,20 +230,33 @@ inline int replay_spec_prefetch_distance(bool kda, int64_t B, int sm_count) {
   return kda && B >= 32 ? 2 * std::max(sm_count, 1) / 2 : 0;
 }
 
-// The persistent T = 1 step (replay1p.cuh) by default: 16-bit states with at
-// least 3 MiB of the batch's state per SM. Measured against replay1.cuh's
-// blocks (bench/results/2026-12-03_h200_t1_persistent_split_16d7e70.jsonl,
-// …_persistent_default_*.jsonl): faster for bf16 at 4 MiB per SM (GDN HV64
-// B = 256: 251.5 against 267.0 µs) and 8 MiB (GDN B = 512: 468.5 / 520.8;
-// KDA B = 512: 458 / 488), about equal at 2 MiB (KDA B = 256: 248.3 /
-// 248.8), slower at 1 MiB (GDN bf16 B = 64: 101.5 / 80.6) and for fp32 states at
-// every batch (GDN 356.3 / 325.9, KDA 305.4 / 279.9 at B = 256). A
-// captured step that has no device scratch for it (no Exec::workspace and
-// no library buffer of the stream) takes the blocks instead: the same
-// arithmetic (DeltaGpu.PersistentMatchesBlockKernel).
-inline constexpr int64_t R1P_MIN_STATE_PER_SM = int64_t(3) << 20;
-inline bool r1p_by_default(int64_t state_size, int64_t state_bytes, int sm_count) {
-  return state_size == 2 && state_bytes >= R1P_MIN_STATE_PER_SM * std::max(sm_count, 1);
+// The persistent T = 1 step (replay1p.cuh) by default from this much of the
+// batch's state per SM: 16-bit GDN states 1.75 MiB, 16-bit KDA states 1 MiB,
+// fp32 KDA states 3.5 MiB; never for fp32 GDN states. Measured against
+// replay1.cuh's blocks since 963d915 (the persistent step's cursors without
+// 64-bit divisions; REPLAYSSM_R1P = 0 / 1 in one run,
+// bench/results/2026-12-04_h200_r1p_threshold_963d915.jsonl, L = 16, µs):
+// GDN HV64 bf16 (2 MiB per row) B = 96 / 112 106.9 / 121.2 against 113.5 /
+// 123.3 (blocks faster), B = 128 / 160 / 192 / 256 135.4 / 165.7 / 193.3 /
+// 252.2 against 133.7 / 154.8 / 179.4 / 239.5; KDA bf16 (1 MiB per row)
+// B = 112 / 128 112.9 / 128.0 against 117.6 / 131.4, B = 160 / 192 / 256
+// 156.2 / 185.2 / 242.6 against 154.7 / 177.7 / 225.3; KDA fp32 (2 MiB per
+// row) B = 64 / 128 / 192 77.0 / 141.7 / 206.4 against 91.0 / 151.1 /
+// 207.5, B = 256 / 384 / 512 271.1 / 401.0 / 530.9 against 266.8 / 380.8 /
+// 496.4; GDN fp32 B = 256 314.6 against 350.2 (before 963d915 the
+// thresholds were 3 MiB for 16-bit states and none for fp32:
+// …_t1_persistent_split_16d7e70.jsonl). A captured step that has no device
+// scratch for it (no Exec::workspace and no library buffer of the stream)
+// takes the blocks instead: the same arithmetic
+// (DeltaGpu.PersistentMatchesBlockKernel).
+inline constexpr int64_t R1P_MIN_STATE_PER_SM_GDN16 = int64_t(7) << 18;  // 1.75 MiB
+inline constexpr int64_t R1P_MIN_STATE_PER_SM_KDA16 = int64_t(1) << 20;
+inline constexpr int64_t R1P_MIN_STATE_PER_SM_KDA32 = int64_t(7) << 19;  // 3.5 MiB
+inline bool r1p_by_default(bool kda, int64_t state_size, int64_t state_bytes, int sm_count) {
+  const int64_t per_sm = state_size == 2 ? (kda ? R1P_MIN_STATE_PER_SM_KDA16 : R1P_MIN_STATE_PER_SM_GDN16)
+                         : kda && state_size == 4 ? R1P_MIN_STATE_PER_SM_KDA32
+                                                  : -1;
+  return per_sm > 0 && state_bytes >= per_sm * std::max(sm_count, 1);
 }
 // A dual step's T = 1 read of its copy (every format) takes it from 12
 // items (row, key head) per SM. Against replay1.cuh's blocks, fp32

@@ -829,8 +829,8 @@ TEST(DeltaGpu, LongRun) {
             {DeltaFamily::kda, {2, 4, 64, 64}, DType::f32, DType::bf16}});
 }
 
-// The persistent T = 1 kernel (replay1p.cuh) is taken by default for
-// 16-bit states of at least 3 MiB per SM (heuristics.h, r1p_by_default);
+// The persistent T = 1 kernel (replay1p.cuh) is taken by default from a
+// batch's state of 1–3.5 MiB per SM (heuristics.h, r1p_by_default);
 // REPLAYSSM_R1P=1 takes it at any batch (=2 too, falling back to the blocks
 // when a capture has no scratch for it, as by default; =0 never), so these
 // tests run it on small grids too: blocks with one item, with several (the
@@ -863,8 +863,9 @@ TEST(DeltaGpu, PersistentStep) {
 }
 
 // The persistent kernel's launch choice (no GPU needed): by default for
-// bf16 / f16 states of at least 3 MiB per SM (GDN HV64 from B = 198 at 132
-// SMs, KDA 32 × 128 from B = 396), never for fp32, and for a dual pool's
+// bf16 / f16 GDN states of at least 1.75 MiB per SM (HV64 from B = 116 at
+// 132 SMs), bf16 / f16 KDA states of 1 MiB (32 × 128 from B = 132), fp32 KDA
+// states of 3.5 MiB (from B = 231), never for fp32 GDN, and for a dual pool's
 // read copy of any format from 12 items per SM; with REPLAYSSM_R1P=1 at the
 // production shapes at any batch, not beyond L = 32, its stages filling what
 // its result buffers and flush area leave of 227 KiB (GDN fp32 d records:
@@ -877,14 +878,15 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
   auto dflt = [&](DeltaFamily f, int64_t H_, int64_t HV, int64_t B, DType st) {
     return delta::cuda::replay1p_choice(t1_dims(f, H_, HV, B, 16), st, st, H, sms).use;
   };
-  for (int64_t B : {64, 197, 198, 256, 512}) {
-    EXPECT_EQ(dflt(DeltaFamily::gdn, 16, 64, B, H), B >= 198) << B;
-    EXPECT_EQ(dflt(DeltaFamily::gdn, 16, 64, B, DType::f16), B >= 198) << B;
+  for (int64_t B : {64, 115, 116, 256, 512}) {
+    EXPECT_EQ(dflt(DeltaFamily::gdn, 16, 64, B, H), B >= 116) << B;
+    EXPECT_EQ(dflt(DeltaFamily::gdn, 16, 64, B, DType::f16), B >= 116) << B;
     EXPECT_FALSE(dflt(DeltaFamily::gdn, 16, 64, B, F)) << B;
   }
-  for (int64_t B : {256, 395, 396, 512}) {
-    EXPECT_EQ(dflt(DeltaFamily::kda, 32, 32, B, H), B >= 396) << B;
-    EXPECT_FALSE(dflt(DeltaFamily::kda, 32, 32, B, F)) << B;
+  for (int64_t B : {64, 131, 132, 230, 231, 512}) {
+    EXPECT_EQ(dflt(DeltaFamily::kda, 32, 32, B, H), B >= 132) << B;
+    EXPECT_EQ(dflt(DeltaFamily::kda, 32, 32, B, DType::f16), B >= 132) << B;
+    EXPECT_EQ(dflt(DeltaFamily::kda, 32, 32, B, F), B >= 231) << B;
   }
   // a dual step's read copy (any format): from 12 items (row, key head) per
   // SM, GDN HV64 (16 per row) from B = 99, KDA (32 per row) from B = 50
