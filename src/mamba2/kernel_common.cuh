@@ -325,13 +325,15 @@ struct BlockPos {
   int p0, np;  // head-dim rows [p0, p0 + np)
 };
 
+// (32-bit unsigned divisions: blockIdx.x < 2^31 and the factors are
+// positive ints; 64-bit ones are calls of a division routine.)
 __device__ __forceinline__ BlockPos block_pos(const Params& p) {
-  int64_t i = blockIdx.x;
+  unsigned i = blockIdx.x;
   BlockPos bp;
-  bp.pc = int(i % p.pchunks); i /= p.pchunks;
-  bp.hc = int(i % p.hchunks); i /= p.hchunks;
-  bp.g = int(i % p.G);
-  bp.row = i / p.G;
+  bp.pc = int(i % unsigned(p.pchunks)); i /= unsigned(p.pchunks);
+  bp.hc = int(i % unsigned(p.hchunks)); i /= unsigned(p.hchunks);
+  bp.g = int(i % unsigned(p.G));
+  bp.row = int64_t(i / unsigned(p.G));
   bp.h0 = bp.g * p.hpg + bp.hc * p.nh;
   bp.nh = min(p.nh, p.hpg - bp.hc * p.nh);
   bp.p0 = bp.pc * p.np;
