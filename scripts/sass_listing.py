@@ -2,6 +2,8 @@
 
 Shared by scripts/sass_load_waits.py and scripts/sass_div_calls.py.
 """
+import argparse
+import collections
 import re
 
 LINE = re.compile(r'//## File "([^"]+)", line (\d+)(?: inlined at "([^"]+)", line (\d+))?')
@@ -34,9 +36,6 @@ def instructions(path):
 def report(scan, doc, unit):
     """The command line of a listing scan: `scan(path)` -> {kernel: Counter(location -> n)}
     summed over the listings given, printed per kernel (most first) and location."""
-    import argparse
-    import collections
-
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("listing", nargs="+", help="nvdisasm -gi -c output")
     ap.add_argument("--kernel", default="", help="regex on the mangled kernel name")
