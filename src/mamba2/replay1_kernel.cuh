@@ -766,7 +766,7 @@ mamba2_replay1_kernel(const Params p) {
           // one head (P % 16 == 0: launch.cu::replay1_fits). They hand
           // d·e^{Λ_t} + hist to the half-0 warps.
           const int hl = hlt, pp0 = ppt;
-          const int nr = n - jb, ni = k * SW + tr < rows ? nr + T : 0;  // tiles past the block: nothing
+          const int nr = n - jb, ni = tin ? nr + T : 0;  // tiles past the block: nothing
           float hs[4] = {0.f, 0.f, 0.f, 0.f};
           auto xv = [&](int i, int pp) -> float {
             if (i < nr) return Traits<AD>::load(xh[((jb + i) * NH + hl) * Pp + pp]);
@@ -807,11 +807,11 @@ mamba2_replay1_kernel(const Params p) {
       if (kh == 0) {
 #pragma unroll
         for (int u = 0; u < TPW; ++u) {
+          if (thl[u] >= nh) continue;  // the tile past the block
           const float4 o = red[((k & 1) * (SW / 16) + wq + 4 * u) * 32 + lane];  // d·e^{Λ_t} + hist of half 1
           const float rest[4] = {o.x, o.y, o.z, o.w};
 #pragma unroll
           for (int h = 0; h < 2; ++h) {  // row g + 8h, tokens 2·t4 and 2·t4 + 1
-            if (thl[u] >= nh) continue;  // the tile past the block
             const int hl = thl[u], pp = tpp[u] + g + 8 * h;
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
