@@ -378,11 +378,13 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
     }
     const int nsp = (rt + RT_MAX - 1) / RT_MAX;  // register passes of an item (> 1: NVFP4 only)
     const int rts = nsp > 1 ? RT_MAX : rt;       // rows per thread of a pass (the last may hold fewer)
-    const int64_t per_row = int64_t(H) * nch;
-    for (int64_t item = blockIdx.x; item < int64_t(count) * per_row; item += gridDim.x) {
+    // 32-bit unsigned divisions (64-bit ones are calls of a division
+    // routine): count <= PACK_WINDOW rows, so the window's items fit
+    const unsigned per_row = unsigned(H) * unsigned(nch), nitems = unsigned(count) * per_row;
+    for (unsigned item = blockIdx.x; item < nitems; item += gridDim.x) {
       const int li = int(item / per_row);
-      const int rem = int(item - li * per_row);
-      const int h = rem / nch, ch = rem - h * nch;
+      const int rem = int(item - unsigned(li) * per_row);
+      const int h = int(unsigned(rem) / unsigned(nch)), ch = rem - h * nch;
       const int64_t slot = lslot[li];
       const int n = d.fold ? lcount[li] : 0, start = lstart[li];
       const int v0 = ch * rt * g.rp, v1 = min(g.vr, v0 + rt * g.rp);  // virtual rows of the item
