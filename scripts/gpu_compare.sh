@@ -10,6 +10,7 @@
 #
 # BENCH_ARGS: arguments of `replayssm bench --backend cuda`; several sets
 # separated by ';' run in turn. PACK (default gpubin-x/builds.tar.xz),
+# ONLY (space-separated labels: benchmark only these of the packed builds),
 # TEST_BUILD (default the last packed), TEST_FILTER (default none),
 # SANITIZE_FILTER (memcheck and racecheck; default none), TEST_TIMEOUT_S
 # (default 300), REPS (default 1). Output under $OUT: log.txt, compare.jsonl
@@ -28,6 +29,7 @@ pack=${PACK:-gpubin-x/builds.tar.xz}
 work=$(mktemp -d)
 xz -dc "$pack" | tar -C "$work" -x || exit 2
 mapfile -t builds < "$work/BUILDS"
+[[ -n ${ONLY:-} ]] && read -r -a builds <<< "$ONLY"
 test_build=${TEST_BUILD:-${builds[-1]}}
 log=$OUT/log.txt
 : > "$log"

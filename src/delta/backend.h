@@ -65,7 +65,7 @@ SpecChoice spec_choice(const Dims& d, DType state, int sms, const QuantLayout* c
 // of that layout. For tests.
 struct Replay1PChoice {
   bool use = false;
-  int nst = 0;
+  int nst = 0, threads = 0;  // stages; threads per block (consumer warps + 2)
   int64_t grid = 0, smem = 0;
 };
 Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms,

@@ -527,7 +527,7 @@ bool bulk_records(const Tensor& t, int64_t bytes) {
 // contiguous in the state, records readable by bulk copies (GDN's d
 // records of a key head contiguous), L <= 32, and by default (heuristics.h)
 // a state of enough bytes per SM (r1p_by_default: 16-bit GDN 1.75 MiB,
-// 16-bit KDA 1 MiB, fp32 KDA 3.5 MiB, fp32 GDN never) or a dual step's
+// 16-bit KDA 1 MiB, fp32 KDA 1.375 MiB, fp32 GDN never) or a dual step's
 // read copy from 12 items per SM (r1p_dual_by_default). The stream's stages
 // fill the shared memory its NB result buffers and flush area (none for a
 // dual step) leave (at most R1P_MAX_STAGES).
@@ -539,7 +539,7 @@ bool bulk_records(const Tensor& t, int64_t bytes) {
 // claim (measurements).
 struct Replay1PPlan {
   bool use = false;
-  int nst = 0, nb = 0, chunk = 1, nsw = 0;
+  int nst = 0, nb = 0, chunk = 1, nsw = 0, threads = 0;
   bool lanes_copy = false;
   bool need_scratch = false;  // REPLAYSSM_R1P=1: no fallback to the blocks under capture
   unsigned grid = 0, prep_grid = 0;
@@ -570,7 +570,8 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   if (mode != 1 && mode != 2 &&
       !(dual ? r1p_dual_by_default(items, sms) : r1p_by_default(kda, ss, d.B * d.HV * d.V * d.K * ss, sms)))
     return p;
-  const int64_t sw = packed ? d.V : r1b_sweep_rows(kda, int(ss));
+  const int warps = r1p_warps(kda, int(ss), packed);
+  const int64_t sw = packed ? d.V : r1p_sweep_rows(kda, int(ss), warps);
   const int64_t swb = packed ? r1q_sweep_bytes(qf == QF_NVFP4, int(d.V), qg.scale_row_bytes) : sw * R1B_K * ss;
   const R1PRes rl = r1p_res(kda, int(d.K), int(d.L), int(G), int(rb));
   const int nb = std::clamp(env_int("REPLAYSSM_R1P_NB", kda ? 8 : 6), 2, 16);
@@ -584,6 +585,7 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   p.nb = nb;
   p.chunk = std::clamp(env_int("REPLAYSSM_R1P_CHUNK", kda ? 4 : 2), 1, R1P_MAX_CHUNK);
   p.nsw = int((rb + sw - 1) / sw);
+  p.threads = r1p_threads(warps);
   p.lanes_copy = !packed && env_int("REPLAYSSM_R1P_LANES", 0) != 0;
   p.grid = unsigned(std::min<int64_t>((items + p.chunk - 1) / p.chunk, sms));
   p.smem = size_t(fixed + int64_t(nst) * swb);
@@ -811,7 +813,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
       if (dual) dual->before();
       kda ? launch_prep1<true>(a, lp) : launch_prep1<false>(a, lp);
       cuda_util::check_launch(fn);
-      Launch l = launch_of(pp.grid, 1, 1, R1P_THREADS, pp.smem, exec);
+      Launch l = launch_of(pp.grid, 1, 1, pp.threads, pp.smem, exec);
       l.dependent = true;
       if (qf == QF_FP8) kda ? launch_replay1p_quant<QF_FP8, true>(a, l) : launch_replay1p_quant<QF_FP8, false>(a, l);
       else if (qf == QF_NVFP4) kda ? launch_replay1p_quant<QF_NVFP4, true>(a, l) : launch_replay1p_quant<QF_NVFP4, false>(a, l);
@@ -1015,7 +1017,7 @@ size_t workspace_bytes(SsmOp op, const Dims& d) {
 Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms,
                                const QuantLayout* copy) {
   const Replay1PPlan p = contiguous_replay1p_plan(d, state, d_dtype, k_dtype, sms, copy);
-  return Replay1PChoice{p.use, p.nst, int64_t(p.grid), int64_t(p.smem)};
+  return Replay1PChoice{p.use, p.nst, p.threads, int64_t(p.grid), int64_t(p.smem)};
 }
 
 void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num_accepted,

@@ -232,7 +232,12 @@ inline int replay_spec_prefetch_distance(bool kda, int64_t B, int sm_count) {
 
 // The persistent T = 1 step (replay1p.cuh) by default from this much of the
 // batch's state per SM: 16-bit GDN states 1.75 MiB, 16-bit KDA states 1 MiB,
-// fp32 KDA states 3.5 MiB; never for fp32 GDN states. Measured against
+// fp32 KDA states 1.375 MiB (B >= 91 at 132 SMs; 3.5 MiB before the 16
+// consumer warps of that instance, replay1p.cuh r1p_warps: blocks against
+// persistent at B = 80 / 88 / 96 / 128 / 256 / 512 93.4 / 101.7 / 109.9 /
+// 141.8 / 271.8 / 531.3 against 95.4 / 101.2 / 107.2 / 135.3 / 238.6 / 440.9,
+// …_r1p_warps_*.jsonl); never for fp32 GDN states (at 16 warps too: 312.5
+// against 342.4 at B = 256). Measured against
 // replay1.cuh's blocks since 963d915 (the persistent step's cursors without
 // 64-bit divisions; REPLAYSSM_R1P = 0 / 1 in one run,
 // bench/results/2026-12-04_h200_r1p_threshold_963d915.jsonl, L = 16, µs):
@@ -251,7 +256,7 @@ inline int replay_spec_prefetch_distance(bool kda, int64_t B, int sm_count) {
 // (DeltaGpu.PersistentMatchesBlockKernel).
 inline constexpr int64_t R1P_MIN_STATE_PER_SM_GDN16 = int64_t(7) << 18;  // 1.75 MiB
 inline constexpr int64_t R1P_MIN_STATE_PER_SM_KDA16 = int64_t(1) << 20;
-inline constexpr int64_t R1P_MIN_STATE_PER_SM_KDA32 = int64_t(7) << 19;  // 3.5 MiB
+inline constexpr int64_t R1P_MIN_STATE_PER_SM_KDA32 = int64_t(11) << 17;  // 1.375 MiB
 inline bool r1p_by_default(bool kda, int64_t state_size, int64_t state_bytes, int sm_count) {
   const int64_t per_sm = state_size == 2 ? (kda ? R1P_MIN_STATE_PER_SM_KDA16 : R1P_MIN_STATE_PER_SM_GDN16)
                          : kda && state_size == 4 ? R1P_MIN_STATE_PER_SM_KDA32

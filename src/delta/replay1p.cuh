@@ -38,8 +38,20 @@
 
 namespace replayssm::delta::cuda_impl {
 
-inline constexpr int R1P_CONSUMERS = REPLAY1_THREADS;  // the bulk stream's eight warps (r1b_sweep_rows)
-inline constexpr int R1P_THREADS = R1P_CONSUMERS + 64;  // + the loader warp + the producer warp
+// Consumer warps of the stream: 16 for an fp32 KDA state (64-row sweeps, a
+// 128-row key head in two), 8 (the bulk stream's, r1b_sweep_rows) for every
+// other instance. 16 warps: KDA fp32 B = 256 266 → 239 µs; GDN's 16-bit
+// states spill there and lose 16 %, the read copies lose 15–30 % (a packed
+// sweep is one 128-row value head, eight warps' rows); 12 warps leave a key
+// head's last sweep part empty (docs/perf_notes_delta.md v35).
+__host__ __device__ constexpr int r1p_warps(bool kda, int state_size, bool packed) {
+  return kda && state_size == 4 && !packed ? 16 : 8;
+}
+__host__ __device__ constexpr int r1p_threads(int warps) { return warps * 32 + 64; }  // + the loader and producer warps
+// rows per sweep of an unpacked state: every consumer warp's rows
+__host__ __device__ constexpr int r1p_sweep_rows(bool kda, int state_size, int warps) {
+  return warps * r1b_rq(kda) * (32 / (R1B_K * state_size / 16));
+}
 inline constexpr int R1P_MAX_STAGES = 8;
 inline constexpr int R1P_MAX_CHUNK = 8;   // items per claim
 inline constexpr int P1_WARPS = 4;        // warps (items) per preparation block
@@ -478,10 +490,12 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
 // block scales and (nvfp4) the tile's tensor scale, as replay1.cuh's packed
 // stream (QB), reduced as there (a lane's 16 values of a row).
 template <DType SD, bool KDA, int QF = QF_NONE, bool DUAL = (QF != QF_NONE)>
-__global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayArgs a) {
+__global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename Traits<SD>::type)), QF != QF_NONE)), 1)
+    delta_replay1p_kernel(ReplayArgs a) {
   static_assert(DUAL || QF == QF_NONE, "a packed copy is a dual pool's");
   constexpr bool QB = QF != QF_NONE;
   using TS = std::conditional_t<QB, uint8_t, typename Traits<SD>::type>;
+  constexpr int CW = r1p_warps(KDA, int(sizeof(typename Traits<SD>::type)), QB), NC = CW * 32;  // consumers
   constexpr int K = R1B_K, ROWB = QF == QF_NVFP4 ? R1B_K / 2 : R1B_K * int(sizeof(TS));
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
@@ -490,7 +504,7 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
   const int V = in.V, L = rg.L, H = in.H, nh = a.nh, RB = nh * V;
   const int NST = a.nst, NB = a.nb, C = a.chunk;
   const int dsz = rg.d_dt == DType::f32 ? 4 : 2;
-  const int SW = QB ? V : r1b_sweep_rows(KDA, int(sizeof(TS)));
+  const int SW = QB ? V : r1p_sweep_rows(KDA, int(sizeof(TS)), CW);
   const int srb = int(a.qg.scale_row_bytes);
   const int64_t SWB = QB ? r1q_sweep_bytes(QF == QF_NVFP4, V, srb) : int64_t(SW) * ROWB;
   const R1PRes rl = r1p_res(KDA, K, L, nh, RB);
@@ -512,7 +526,7 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
   }
   __syncthreads();
 
-  if (tid >= R1P_CONSUMERS + 32) {
+  if (tid >= NC + 32) {
     // ---- the producer warp: the items' sweeps in claim order, into the
     // stages the consumers have read ----
     const TS* const state = static_cast<const TS*>(a.st.p);
@@ -557,7 +571,7 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
     }
     return;
   }
-  if (tid >= R1P_CONSUMERS) {
+  if (tid >= NC) {
     // ---- the loader warp: claims chunks of items in the order their
     // headers are published, waits for each header's `ready` (the
     // preparation kernel may still run: the stream starts on the items
@@ -649,7 +663,7 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
   constexpr int E = QB ? 16 : 16 / int(sizeof(TS)), LPB = R1B_K / E, RPL = 32 / LPB;
   constexpr int RQ = QB ? R1Q_RQ : r1b_rq(KDA), BR = RQ * RPL, LB = ROWB / LPB;
   constexpr int FG = QB ? 1 : KDA ? 2 : 4;  // rows per load group (a flush folds them together)
-  static_assert(!QB || R1Q_MAX_ROWS == (R1P_CONSUMERS / 32) * BR, "packed copy: a sweep of up to 128 rows");
+  static_assert(!QB || R1Q_MAX_ROWS == CW * BR, "packed copy: a sweep of up to 128 rows");
   static_assert(RQ % FG == 0, "whole row groups");
   const int lr = lane32 & (LPB - 1), sub = lane32 / LPB;
   uint4* const STG = reinterpret_cast<uint4*>(sm + lay.stg);
@@ -658,7 +672,7 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
   const float* const CO = FL + (rl.co - rl.sz);
   const float* const KV = FL + (rl.kv - rl.sz);
   const char* const DTR = reinterpret_cast<const char*>(sm + lay.dtr);
-  auto csync = [] { cuda_util::named_sync(1, R1P_CONSUMERS); };
+  auto csync = [] { cuda_util::named_sync(1, NC); };
   // the item's buffer and the sweep's stage with their mbarrier phases,
   // advanced without dividing
   cuda_util::StageCursor ic, sc;
@@ -682,7 +696,7 @@ __global__ void __launch_bounds__(R1P_THREADS, 1) delta_replay1p_kernel(ReplayAr
     TS* const BASE = state + item.s * a.st.s0 + int64_t(hv0) * a.st.s1;
     if (!KDA && flush && dsz == 4) {  // the fold's weights d_j c_j in place (as replay1.cuh)
       float* const DT = reinterpret_cast<float*>(sm + lay.dtr);
-      for (int x = tid; x < n_old * RB; x += R1P_CONSUMERS) {
+      for (int x = tid; x < n_old * RB; x += NC) {
         const int j = div_small(x, RB), r = x - j * RB;
         DT[x] *= CO[div_small(r, V) * L + j];
       }

@@ -830,7 +830,7 @@ TEST(DeltaGpu, LongRun) {
 }
 
 // The persistent T = 1 kernel (replay1p.cuh) is taken by default from a
-// batch's state of 1–3.5 MiB per SM (heuristics.h, r1p_by_default);
+// batch's state of 1–1.75 MiB per SM (heuristics.h, r1p_by_default);
 // REPLAYSSM_R1P=1 takes it at any batch (=2 too, falling back to the blocks
 // when a capture has no scratch for it, as by default; =0 never), so these
 // tests run it on small grids too: blocks with one item, with several (the
@@ -855,7 +855,9 @@ TEST(DeltaGpu, PersistentStep) {
     replay_run(c, 3, 6, 4, 1, 10, seed++, true);
     if (::testing::Test::HasFailure()) return;
   }
-  for (const Cfg& c : {Cfg{DeltaFamily::gdn, {16, 64, 128, 128}}, Cfg{DeltaFamily::kda, {32, 32, 128, 128}, H}}) {
+  // production shapes (fp32 KDA streams with 16 consumer warps, the rest with 8)
+  for (const Cfg& c : {Cfg{DeltaFamily::gdn, {16, 64, 128, 128}}, Cfg{DeltaFamily::gdn, {16, 64, 128, 128}, H},
+                       Cfg{DeltaFamily::kda, {32, 32, 128, 128}}, Cfg{DeltaFamily::kda, {32, 32, 128, 128}, H}}) {
     SCOPED_TRACE(name(c) + " 5 rows");
     replay_run(c, 5, 7, 4, 1, 6, seed++, false);
     if (::testing::Test::HasFailure()) return;
@@ -865,11 +867,12 @@ TEST(DeltaGpu, PersistentStep) {
 // The persistent kernel's launch choice (no GPU needed): by default for
 // bf16 / f16 GDN states of at least 1.75 MiB per SM (HV64 from B = 116 at
 // 132 SMs), bf16 / f16 KDA states of 1 MiB (32 × 128 from B = 132), fp32 KDA
-// states of 3.5 MiB (from B = 231), never for fp32 GDN, and for a dual pool's
+// states of 1.375 MiB (from B = 91), never for fp32 GDN, and for a dual pool's
 // read copy of any format from 12 items per SM; with REPLAYSSM_R1P=1 at the
 // production shapes at any batch, not beyond L = 32, its stages filling what
 // its result buffers and flush area leave of 227 KiB (GDN fp32 d records:
-// four 32 KiB stages; bf16 d: five; KDA fp32: the most, eight of 16 KiB), a
+// four 32 KiB stages; bf16 d: five; KDA fp32: five of 32 KiB, its 16 consumer
+// warps' 64-row sweeps; every other instance 8 consumer warps), a
 // grid of at most one block per SM and per claim of two items (GDN);
 // REPLAYSSM_R1P=0 never.
 TEST(DeltaGpu, PersistentLaunchChoice) {
@@ -883,10 +886,10 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
     EXPECT_EQ(dflt(DeltaFamily::gdn, 16, 64, B, DType::f16), B >= 116) << B;
     EXPECT_FALSE(dflt(DeltaFamily::gdn, 16, 64, B, F)) << B;
   }
-  for (int64_t B : {64, 131, 132, 230, 231, 512}) {
+  for (int64_t B : {64, 90, 91, 131, 132, 231, 512}) {
     EXPECT_EQ(dflt(DeltaFamily::kda, 32, 32, B, H), B >= 132) << B;
     EXPECT_EQ(dflt(DeltaFamily::kda, 32, 32, B, DType::f16), B >= 132) << B;
-    EXPECT_EQ(dflt(DeltaFamily::kda, 32, 32, B, F), B >= 231) << B;
+    EXPECT_EQ(dflt(DeltaFamily::kda, 32, 32, B, F), B >= 91) << B;
   }
   // a dual step's read copy (any format): from 12 items (row, key head) per
   // SM, GDN HV64 (16 per row) from B = 99, KDA (32 per row) from B = 50
@@ -897,6 +900,9 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
     };
     for (int64_t B : {64, 98, 99, 256, 512}) EXPECT_EQ(dual(DeltaFamily::gdn, 16, 64, B), B >= 99) << B;
     for (int64_t B : {32, 49, 50, 64, 256}) EXPECT_EQ(dual(DeltaFamily::kda, 32, 32, B), B >= 50) << B;
+    // a read copy streams with 8 consumer warps, an fp32 checkpoint's too
+    EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 16), F, F, H, sms, &lay).threads,
+              8 * 32 + 64);
   }
   {
     R1PMode two("2");
@@ -907,13 +913,16 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
     const auto g = delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, B, 16), F, F, H, sms);
     EXPECT_TRUE(g.use) << B;
     EXPECT_EQ(g.nst, 4) << B;
+    EXPECT_EQ(g.threads, 8 * 32 + 64) << B;  // 8 consumer warps, the loader and the producer
     EXPECT_EQ(g.grid, std::min<int64_t>((B * 16 + 1) / 2, sms)) << B;
     EXPECT_LE(g.smem, 227 * 1024) << B;
   }
   EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 16), H, H, H, sms).nst, 5);
   const auto k = delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 16), F, F, H, sms);
   EXPECT_TRUE(k.use);
-  EXPECT_EQ(k.nst, 8);
+  EXPECT_EQ(k.nst, 5);                     // 64-row sweeps of 32 KiB
+  EXPECT_EQ(k.threads, 16 * 32 + 64);      // fp32 KDA: 16 consumer warps
+  EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 16), H, H, H, sms).threads, 8 * 32 + 64);
   EXPECT_LE(k.smem, 227 * 1024);
   EXPECT_TRUE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 32), F, F, H, sms).use);
   EXPECT_TRUE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 32), F, F, H, sms).use);
