@@ -583,7 +583,10 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   p.need_scratch = mode == 1;
   p.nst = nst;
   p.nb = nb;
-  p.chunk = std::clamp(env_int("REPLAYSSM_R1P_CHUNK", kda ? 4 : 2), 1, R1P_MAX_CHUNK);
+  // items per claim: KDA's 8-warp instances 4, the rest 2 (fp32 KDA at 16
+  // warps: B = 128 / 256 / 512 135.6 / 238.6 / 441.0 µs at 4, 128.8 / 232.5 /
+  // 436.2 at 2; perf_notes_delta.md v35a)
+  p.chunk = std::clamp(env_int("REPLAYSSM_R1P_CHUNK", kda && warps == 8 ? 4 : 2), 1, R1P_MAX_CHUNK);
   p.nsw = int((rb + sw - 1) / sw);
   p.threads = r1p_threads(warps);
   p.lanes_copy = !packed && env_int("REPLAYSSM_R1P_LANES", 0) != 0;

@@ -923,6 +923,9 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
   EXPECT_EQ(k.nst, 5);                     // 64-row sweeps of 32 KiB
   EXPECT_EQ(k.threads, 16 * 32 + 64);      // fp32 KDA: 16 consumer warps
   EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 16), H, H, H, sms).threads, 8 * 32 + 64);
+  // items per claim (the grid of one row's 32 items): fp32 KDA 2, 16-bit KDA 4
+  EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 1, 16), F, F, H, sms).grid, 16);
+  EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 1, 16), H, H, H, sms).grid, 8);
   EXPECT_LE(k.smem, 227 * 1024);
   EXPECT_TRUE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 32), F, F, H, sms).use);
   EXPECT_TRUE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 32), F, F, H, sms).use);
