@@ -583,10 +583,12 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   p.need_scratch = mode == 1;
   p.nst = nst;
   p.nb = nb;
-  // items per claim: KDA's 8-warp instances 4, the rest 2 (fp32 KDA at 16
-  // warps: B = 128 / 256 / 512 135.6 / 238.6 / 441.0 µs at 4, 128.8 / 232.5 /
-  // 436.2 at 2; perf_notes_delta.md v35a)
-  p.chunk = std::clamp(env_int("REPLAYSSM_R1P_CHUNK", kda && warps == 8 ? 4 : 2), 1, R1P_MAX_CHUNK);
+  // items per claim: one for GDN states and fp32 KDA's 16-warp stream, four
+  // for 16-bit KDA states, a read copy's two (GDN) or four (KDA). fp32 KDA
+  // B = 256 at 4 / 2 / 1: 238.6 / 232.5 / 231.2 µs; GDN HV64 bf16 at 2 / 1:
+  // 239.6 / 237.2 (perf_notes_delta.md v35a)
+  const int chunk = dual ? (kda ? 4 : 2) : kda && warps == 8 ? 4 : 1;
+  p.chunk = std::clamp(env_int("REPLAYSSM_R1P_CHUNK", chunk), 1, R1P_MAX_CHUNK);
   p.nsw = int((rb + sw - 1) / sw);
   p.threads = r1p_threads(warps);
   p.lanes_copy = !packed && env_int("REPLAYSSM_R1P_LANES", 0) != 0;
