@@ -583,12 +583,10 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   p.need_scratch = mode == 1;
   p.nst = nst;
   p.nb = nb;
-  // items per claim: one for GDN states and fp32 KDA's 16-warp stream, four
-  // for 16-bit KDA states, a read copy's two (GDN) or four (KDA). fp32 KDA
-  // B = 256 at 4 / 2 / 1: 238.6 / 232.5 / 231.2 µs; GDN HV64 bf16 at 2 / 1:
-  // 239.6 / 237.2 (perf_notes_delta.md v35a)
-  const int chunk = dual ? (kda ? 4 : 2) : kda && warps == 8 ? 4 : 1;
-  p.chunk = std::clamp(env_int("REPLAYSSM_R1P_CHUNK", chunk), 1, R1P_MAX_CHUNK);
+  // one item per claim (was GDN 2, KDA 4): B = 256 µs at 4 / 2 / 1, fp32
+  // KDA 238.6 / 232.5 / 231.2, bf16 KDA 225.4 / 217.4 / 212.7; GDN HV64 bf16
+  // at 2 / 1 239.6 / 237.2; the dual steps within 1 % (perf_notes_delta.md v35a)
+  p.chunk = std::clamp(env_int("REPLAYSSM_R1P_CHUNK", 1), 1, R1P_MAX_CHUNK);
   p.nsw = int((rb + sw - 1) / sw);
   p.threads = r1p_threads(warps);
   p.lanes_copy = !packed && env_int("REPLAYSSM_R1P_LANES", 0) != 0;

@@ -873,7 +873,7 @@ TEST(DeltaGpu, PersistentStep) {
 // its result buffers and flush area leave of 227 KiB (GDN fp32 d records:
 // four 32 KiB stages; bf16 d: five; KDA fp32: five of 32 KiB, its 16 consumer
 // warps' 64-row sweeps; every other instance 8 consumer warps), a
-// grid of at most one block per SM and per claim (one item: GDN, fp32 KDA);
+// grid of at most one block per SM and per item (one item per claim);
 // REPLAYSSM_R1P=0 never.
 TEST(DeltaGpu, PersistentLaunchChoice) {
   const int sms = 132;
@@ -923,15 +923,14 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
   EXPECT_EQ(k.nst, 5);                     // 64-row sweeps of 32 KiB
   EXPECT_EQ(k.threads, 16 * 32 + 64);      // fp32 KDA: 16 consumer warps
   EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 16), H, H, H, sms).threads, 8 * 32 + 64);
-  // items per claim (the grid of one row's items): fp32 KDA and GDN 1,
-  // 16-bit KDA 4, a read copy's 2 (GDN) / 4 (KDA)
+  // one item per claim: a one-row batch's grid is its items (key heads)
   EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 1, 16), F, F, H, sms).grid, 32);
-  EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 1, 16), H, H, H, sms).grid, 8);
+  EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 1, 16), H, H, H, sms).grid, 32);
   EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 1, 16), H, H, H, sms).grid, 16);
   {
     const QuantLayout lay = quant_layout(ReadFormat::fp8_e4m3, 128, 128);
-    EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 1, 16), F, F, H, sms, &lay).grid, 8);
-    EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 1, 16), F, F, H, sms, &lay).grid, 8);
+    EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 1, 16), F, F, H, sms, &lay).grid, 16);
+    EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 1, 16), F, F, H, sms, &lay).grid, 32);
   }
   EXPECT_LE(k.smem, 227 * 1024);
   EXPECT_TRUE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 32), F, F, H, sms).use);
