@@ -43,9 +43,10 @@ namespace replayssm::delta::cuda_impl {
 // other instance. 16 warps: KDA fp32 B = 256 266 → 239 µs; GDN's 16-bit
 // states spill there and lose 16 %, the read copies lose 15–30 % (a packed
 // sweep is one 128-row value head, eight warps' rows); 12 warps leave a key
-// head's last sweep part empty (docs/perf_notes_delta.md v35).
-__host__ __device__ constexpr int r1p_warps(bool kda, int state_size, bool packed) {
-  return kda && state_size == 4 && !packed ? 16 : 8;
+// head's last sweep part empty (docs/perf_notes_delta.md v35). copy: a
+// dual pool's read copy (any format).
+__host__ __device__ constexpr int r1p_warps(bool kda, int state_size, bool copy) {
+  return kda && state_size == 4 && !copy ? 16 : 8;
 }
 __host__ __device__ constexpr int r1p_threads(int warps) { return warps * 32 + 64; }  // + the loader and producer warps
 // rows per sweep of an unpacked state: every consumer warp's rows
@@ -490,12 +491,12 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
 // block scales and (nvfp4) the tile's tensor scale, as replay1.cuh's packed
 // stream (QB), reduced as there (a lane's 16 values of a row).
 template <DType SD, bool KDA, int QF = QF_NONE, bool DUAL = (QF != QF_NONE)>
-__global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename Traits<SD>::type)), QF != QF_NONE)), 1)
+__global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename Traits<SD>::type)), DUAL)), 1)
     delta_replay1p_kernel(ReplayArgs a) {
   static_assert(DUAL || QF == QF_NONE, "a packed copy is a dual pool's");
   constexpr bool QB = QF != QF_NONE;
   using TS = std::conditional_t<QB, uint8_t, typename Traits<SD>::type>;
-  constexpr int CW = r1p_warps(KDA, int(sizeof(typename Traits<SD>::type)), QB), NC = CW * 32;  // consumers
+  constexpr int CW = r1p_warps(KDA, int(sizeof(typename Traits<SD>::type)), DUAL), NC = CW * 32;  // consumers
   constexpr int K = R1B_K, ROWB = QF == QF_NVFP4 ? R1B_K / 2 : R1B_K * int(sizeof(TS));
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
