@@ -245,8 +245,10 @@ inline constexpr int HOT_BLOCKS_PER_SM = 2;
 // slower for bf16 state (373 vs 346 us at batch 256); two it is.
 inline constexpr int DECODE_BLOCKS_PER_SM = 2;
 inline constexpr int64_t STAGE_BYTES = int64_t(HOT_VPL) * KERNEL_THREADS * 16;
-inline int hot_stages(int64_t rest_bytes, int64_t smem_per_sm, int blocks) {
-  int s = MAX_HOT_STAGES;
+// max_stages (measurements: REPLAYSSM_M2_DEC_STAGES for the decode kernel)
+// in [2, 8]: cp_async_wait takes up to 7 groups in flight.
+inline int hot_stages(int64_t rest_bytes, int64_t smem_per_sm, int blocks, int max_stages = MAX_HOT_STAGES) {
+  int s = std::clamp(max_stages, 2, 8);
   // 1 KiB per block is reserved by the runtime
   while (s > 2 && blocks * (s * STAGE_BYTES + rest_bytes + 1024) > smem_per_sm) --s;
   return s;

@@ -239,7 +239,8 @@ void launch_decode_kernel(const char* fn, Params& p, DType state, DType act, con
   };
   const int rpp = rows_per_pass(g, hot_unroll(g));
   const Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(HOT_PASSES) * rpp);
-  p.stages = hot_stages(smem(t.nh, t.np), info.smem_per_sm, DECODE_BLOCKS_PER_SM);
+  p.stages = hot_stages(smem(t.nh, t.np), info.smem_per_sm, DECODE_BLOCKS_PER_SM,
+                        cuda_util::env_int("REPLAYSSM_M2_DEC_STAGES", MAX_HOT_STAGES));
   const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np) + p.stages * STAGE_BYTES, exec, g.vpl, info);
   dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_decode<SD, AD>(p, c); });
 }
