@@ -14,16 +14,17 @@
 //    header (R1PItem) at the next place of the claim order, `ready` last.
 // 2. delta_replay1p_kernel, its programmatic dependent (its blocks start
 //    as the preparation's last wave leaves SMs free): one block per SM,
-//    - a loader warp claims chunks of a.chunk places of the claim order,
-//      waits for each header's `ready` and copies the item's payload (a
-//      flushing item: also its d records from the ring) into one of NB
-//      result buffers;
+//    - a loader warp claims chunks of a.chunk places of the claim order
+//      (one by default, delta_launch.cu replay1p_plan), waits for each
+//      header's `ready` and copies the item's payload (a flushing item:
+//      also its d records from the ring) into one of NB result buffers;
 //    - a producer warp streams the items' state rows, in claim order, into
 //      NST stages (a.lanes_copy: 16-byte cp.async by its 32 lanes; else one
 //      bulk copy per sweep), so the stream does not restart between items;
-//    - eight consumer warps reduce each sweep (replay1.cuh phase 4; a
-//      flushing item folds, stores and reads its new checkpoint) and write
-//      the token's d record and output.
+//    - eight consumer warps (sixteen for an fp32 KDA state: r1p_warps)
+//      reduce each sweep (replay1.cuh phase 4; a flushing item folds,
+//      stores and reads its new checkpoint) and write the token's d
+//      record and output.
 //    Hand-offs are mbarriers: per stage FULL / EMPTY; per result buffer SLT
 //    (its header is known: the producer may issue the item's sweeps), RDY
 //    (its payload landed), FRE (the consumers are done with it). Items are
