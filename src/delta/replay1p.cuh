@@ -42,7 +42,7 @@ namespace replayssm::delta::cuda_impl {
 // Consumer warps of the stream: 16 for an fp32 KDA state (64-row sweeps, a
 // 128-row key head in two), 8 (the bulk stream's, r1b_sweep_rows) for every
 // other instance. 16 warps: KDA fp32 B = 256 266 → 239 µs; GDN's 16-bit
-// states spill there and lose 16 %, the read copies lose 15–30 % (a packed
+// states spill there and lose 16 %, the read copies lose 17–29 % (a packed
 // sweep is one 128-row value head, eight warps' rows); 12 warps leave a key
 // head's last sweep part empty (docs/perf_notes_delta.md v35). copy: a
 // dual pool's read copy (any format).
