@@ -571,7 +571,7 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
       !(dual ? r1p_dual_by_default(items, sms) : r1p_by_default(kda, ss, d.B * d.HV * d.V * d.K * ss, sms)))
     return p;
   const int warps = r1p_warps(kda, int(ss), dual);
-  const int64_t sw = packed ? d.V : r1p_sweep_rows(kda, int(ss), warps);
+  const int64_t sw = packed ? d.V : r1b_sweep_rows(kda, int(ss), warps);
   const int64_t swb = packed ? r1q_sweep_bytes(qf == QF_NVFP4, int(d.V), qg.scale_row_bytes) : sw * R1B_K * ss;
   const R1PRes rl = r1p_res(kda, int(d.K), int(d.L), int(G), int(rb));
   const int nb = std::clamp(env_int("REPLAYSSM_R1P_NB", kda ? 8 : 6), 2, 16);

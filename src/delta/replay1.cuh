@@ -33,8 +33,10 @@ namespace replayssm::delta::cuda_impl {
 inline constexpr int R1B_K = 128;
 inline constexpr int R1B_MAX_STAGES = 4;
 __host__ __device__ constexpr int r1b_rq(bool kda) { return kda ? 4 : 8; }  // rows per lane group and batch
-__host__ __device__ constexpr int r1b_sweep_rows(bool kda, int state_size) {
-  return (REPLAY1_THREADS / 32) * r1b_rq(kda) * (32 / (R1B_K * state_size / 16));
+// rows per sweep: every consumer warp's rows (the persistent step,
+// replay1p.cuh, may take more warps)
+__host__ __device__ constexpr int r1b_sweep_rows(bool kda, int state_size, int warps = REPLAY1_THREADS / 32) {
+  return warps * r1b_rq(kda) * (32 / (R1B_K * state_size / 16));
 }
 // Stages of a block of `rows` rows: the stage budget of the staged kernel
 // (64 KiB; KDA 32 KiB) in sweeps, at most one per sweep of the block.

@@ -50,10 +50,6 @@ __host__ __device__ constexpr int r1p_warps(bool kda, int state_size, bool copy)
   return kda && state_size == 4 && !copy ? 16 : 8;
 }
 __host__ __device__ constexpr int r1p_threads(int warps) { return warps * 32 + 64; }  // + the loader and producer warps
-// rows per sweep of an unpacked state: every consumer warp's rows
-__host__ __device__ constexpr int r1p_sweep_rows(bool kda, int state_size, int warps) {
-  return warps * r1b_rq(kda) * (32 / (R1B_K * state_size / 16));
-}
 inline constexpr int R1P_MAX_STAGES = 8;
 inline constexpr int R1P_MAX_CHUNK = 8;   // items per claim
 inline constexpr int P1_WARPS = 4;        // warps (items) per preparation block
@@ -506,7 +502,7 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
   const int V = in.V, L = rg.L, H = in.H, nh = a.nh, RB = nh * V;
   const int NST = a.nst, NB = a.nb, C = a.chunk;
   const int dsz = rg.d_dt == DType::f32 ? 4 : 2;
-  const int SW = QB ? V : r1p_sweep_rows(KDA, int(sizeof(TS)), CW);
+  const int SW = QB ? V : r1b_sweep_rows(KDA, int(sizeof(TS)), CW);
   const int srb = int(a.qg.scale_row_bytes);
   const int64_t SWB = QB ? r1q_sweep_bytes(QF == QF_NVFP4, V, srb) : int64_t(SW) * ROWB;
   const R1PRes rl = r1p_res(KDA, K, L, nh, RB);
