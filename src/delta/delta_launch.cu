@@ -271,7 +271,8 @@ void run_recurrent(const char* fn, RecArgs& a, const Tensor& state, const Dims& 
   if (a.mode == REC_DECODE && a.T == 1) {  // staged streaming kernel (decode1.cuh)
     const int nch = int(dtype_size(state.dtype));  // 16-byte chunks per 16-element lane share
     const int64_t G = d.HV / d.H;
-    const DecodeTile t = decode1_tile(d.B, d.H, G, d.V, a.lpr, nch, sm_count(), is_kda(d));
+    const DecodeTile t = decode1_tile(d.B, d.H, G, d.V, a.lpr, nch, sm_count(), is_kda(d),
+                                      cuda_util::env_int("REPLAYSSM_D1_ROUNDS", decode1_stage_rounds(nch)));
     a.nh = t.nh;
     a.vt = t.vt;
     a.vtiles = int((d.V + t.vt - 1) / t.vt);
@@ -723,7 +724,7 @@ void run_eager(const char* fn, const ReplayArgs& ra, DType sd, const Dims& d, co
   const int nch = int(dtype_size(sd)), sms = sm_count();
   const bool kda = is_kda(d);
   const int64_t G = d.HV / d.H;
-  const int vt = decode1_tile(d.B, d.H, G, d.V, a.lpr, nch, sms, kda).vt;  // the baseline's rows per head
+  const int vt = decode1_tile(d.B, d.H, G, d.V, a.lpr, nch, sms, kda, decode1_stage_rounds(nch)).vt;  // the baseline's rows per head
   a.nh = 1;
   a.kpb = 1;
   a.vt = vt;

@@ -43,7 +43,7 @@ inline int rows_per_block(int threads, int rows_per_thread, int lpr) { return th
 // Baseline decode of one token (decode1.cuh): the block's rows stream
 // through 64 KiB of cp.async stages (fp32: 128 rows = one value head at
 // K = V = 128 in flight; bf16: 256 rows), issued as soon as the slot is
-// known; a block covers DECODE1_STAGE_ROUNDS stage loads of rows (value heads
+// known; a block covers decode1_stage_rounds stage loads of rows (value heads
 // of one key head share the q̂/k̂ preparation); three resident blocks per SM.
 // Small batches split V until the grid has two blocks per SM.
 inline constexpr int DECODE1_THREADS = 256;
@@ -51,10 +51,17 @@ inline constexpr int DECODE1_MIN_BLOCKS = 3;
 // Rows per block in units of the stages (1: every row in flight at once, the
 // block idle between its burst of loads and its burst of stores; 2: the
 // stages are refilled once, so a block streams twice as long per preparation;
-// 4: GDN's G = 3 and 4 value heads and four KDA heads per fp32 block; against
-// 2 at batch 256: KDA bf16 288 → 242 µs, GDN HV64 fp32 593 → 576, KDA fp32
-// 332 → 336, bench/results/2026-12-01_h200_delta_decode_rounds_ec18d76.jsonl).
-inline constexpr int DECODE1_STAGE_ROUNDS = 4;
+// 4: GDN's G = 3 and 4 value heads and four KDA heads per fp32 block). fp32
+// states take 2 (two value heads per block at K = V = 128), 16-bit states 4.
+// Measured in one run, rounds 1 / 2 / 4, B = 64 / 256 / 512, µs
+// (bench/results/2026-12-04_h200_baseline_tiles_sweep.jsonl, two rounds):
+// fp32 KDA 86.7 / 81.7 / 82.6, 309.6 / 287.1 / 298.6, 602.5 / 565.4 / 579.6;
+// GDN HV64 145.7 / 144.4 / 152.9, 551.6 / 555.4 / 564.0, 1091.7 / 1103.9 /
+// 1115.7; GDN HV32 and HV48 within 1.7 % of their best at 2; bf16 KDA at 2
+// 263.4 against 231.1 at 4 (B = 256), GDN bf16 equal at 2 and 4, 10–13 %
+// slower at 1. (At ec18d76's kernel 4 had beaten 2 for GDN fp32 too, 576
+// against 593 µs, …_delta_decode_rounds_ec18d76.jsonl.)
+inline constexpr int decode1_stage_rounds(int state_size) { return state_size == 4 ? 2 : 4; }
 // KDA without GQA (G = 1): a block's heads are consecutive key heads
 // (kpb = nh), each with its own q̂, k̂ (so a block streams its stage rounds
 // of rows per preparation, as GDN's blocks of one key head's value heads).
@@ -63,9 +70,11 @@ struct DecodeTile {
   int vt;   // rows of V per head per block (a multiple of the lane groups)
   int kpb;  // key heads per block (nh when G = 1, else 1)
 };
+// nch: the state's bytes per element; rounds: decode1_stage_rounds(nch)
+// (REPLAYSSM_D1_ROUNDS for measurements).
 inline DecodeTile decode1_tile(int64_t B, int64_t H, int64_t G, int64_t V, int lpr, int nch, int sm_count,
-                               bool kda) {
-  const int rpp = DECODE1_THREADS / lpr, cap = DECODE1_STAGE_ROUNDS * (16 / nch) * rpp;
+                               bool kda, int rounds) {
+  const int rpp = DECODE1_THREADS / lpr, cap = std::max(rounds, 1) * (16 / nch) * rpp;
   const int64_t span = G > 1 ? G : kda ? H : 1;  // heads a block may cover
   DecodeTile t{1, int(V), 1};
   if (V > cap) {

@@ -32,8 +32,8 @@
 //    the first versions held 32 registers and capped the bytes in flight);
 //  - the first passes are issued as soon as the row's slot is read, BEFORE
 //    the prologue, so its loads overlap the state's first transfers;
-//  - two resident blocks per SM (__launch_bounds__(256, 2); replay 114-124
-//    registers, decode 96, no spills);
+//  - two resident blocks per SM for replay (__launch_bounds__(256, 2); 114-124
+//    registers), three for decode (80, DECODE_BLOCKS_PER_SM), no spills;
 //  - state accesses carry an L2 evict-first policy (cp.async.cg with a
 //    cache hint, st.global.cs); non-flush replay steps never write the
 //    checkpoint.
@@ -241,9 +241,19 @@ inline Tile prefill_tile(int64_t rows, int64_t H, int64_t G, int64_t P, const Ro
 inline constexpr int MAX_HOT_STAGES = 4;
 // Resident blocks per SM the hot kernels are built for (__launch_bounds__).
 inline constexpr int HOT_BLOCKS_PER_SM = 2;
-// Decode at three blocks per SM (80 registers) spilled a little and measured
-// slower for bf16 state (373 vs 346 us at batch 256); two it is.
-inline constexpr int DECODE_BLOCKS_PER_SM = 2;
+// The decode kernel (baseline and snapshot baseline): three blocks per SM
+// (80 registers, no spills) of DECODE_PASSES passes (fp32 N = 128, P = 64:
+// four heads, 128 KiB of state). Measured in one run against two blocks of
+// HOT_PASSES (2 / 3 blocks per SM × 16 / 8 passes, B = 64 / 256 / 512, µs;
+// bench/results/2026-12-04_h200_baseline_tiles_sweep.jsonl, two rounds):
+// fp32 H128 156.5 / 152.7 / 160.5 / 152.0, 596.2 / 583.7 / 592.4 / 583.9,
+// 1177.4 / 1158.0 / 1171.3 / 1159.4; H64 B = 256 306.3 / 301.0 / 305.4 /
+// 298.3; bf16 H128 B = 256 333.9 / 329.6 / 332.3 / 326.6, H96 311.8 / 314.3
+// / 311.1 / 306.3. (Three blocks had measured slower for bf16 at an earlier
+// kernel, 373 against 346 µs; four passes are slower everywhere, H128 fp32
+// B = 256 638 µs; five or six stages instead of four change nothing.)
+inline constexpr int DECODE_BLOCKS_PER_SM = 3;
+inline constexpr int DECODE_PASSES = 8;
 inline constexpr int64_t STAGE_BYTES = int64_t(HOT_VPL) * KERNEL_THREADS * 16;
 // max_stages (measurements: REPLAYSSM_M2_DEC_STAGES for the decode kernel)
 // in [2, 8]: cp_async_wait takes up to 7 groups in flight.

@@ -238,7 +238,9 @@ void launch_decode_kernel(const char* fn, Params& p, DType state, DType act, con
     return 4 * (p.eager ? eager_decode_smem_floats(p.T, g.ns, nh, np, p.L) : decode_smem_floats(p.T, g.ns, nh, np));
   };
   const int rpp = rows_per_pass(g, hot_unroll(g));
-  const Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(HOT_PASSES) * rpp);
+  // REPLAYSSM_M2_DEC_PASSES: the block's passes, for measurements
+  const int passes = std::max(1, cuda_util::env_int("REPLAYSSM_M2_DEC_PASSES", DECODE_PASSES));
+  const Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(passes) * rpp);
   p.stages = hot_stages(smem(t.nh, t.np), info.smem_per_sm, DECODE_BLOCKS_PER_SM,
                         cuda_util::env_int("REPLAYSSM_M2_DEC_STAGES", MAX_HOT_STAGES));
   const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np) + p.stages * STAGE_BYTES, exec, g.vpl, info);
