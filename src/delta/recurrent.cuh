@@ -194,30 +194,40 @@ __global__ void __launch_bounds__(REC_THREADS, REC_MIN_BLOCKS) delta_recurrent_k
       }
     }
     __syncthreads();
+    // Tokens outer, the thread's rows inner: the rows' dependent chains
+    // (products, lane sums, update) interleave.
+    for (int i = 0; i < n; ++i) {
+      const int64_t tok = t0 + c0 + i;
+      const int64_t w = a.mode == REC_SNAPSHOT ? idx_at(a.sidx, b, c0 + i) : a.pad;
+      const float alpha = KDA ? 1.f : SC[i * 4], beta = SC[i * 4 + 1], kq = SC[i * 4 + 2];
+      float pk[NR], pq[NR];
 #pragma unroll
-    for (int r = 0; r < NR; ++r) {
-      const int rl = r * rpp + grp, v = v0 + rl;
-      const bool valid = v < V;
-      for (int i = 0; i < n; ++i) {
-        const int64_t tok = t0 + c0 + i;
-        float pk = row[r].dot((KDA ? KA : KN) + i * K, lane, lpr, K);
-        float pq = row[r].dot(QV + i * K, lane, lpr, K);
-        pk = group_sum(pk, lpr);
-        pq = group_sum(pq, lpr);
-        const float alpha = KDA ? 1.f : SC[i * 4];
-        const float d = SC[i * 4 + 1] * (VS[i * RBK + rl] - alpha * pk);
-        const float o = alpha * pq + SC[i * 4 + 2] * d;
+      for (int r = 0; r < NR; ++r) {
+        pk[r] = row[r].dot((KDA ? KA : KN) + i * K, lane, lpr, K);
+        pq[r] = row[r].dot(QV + i * K, lane, lpr, K);
+      }
+#pragma unroll
+      for (int r = 0; r < NR; ++r) {
+        pk[r] = group_sum(pk[r], lpr);
+        pq[r] = group_sum(pq[r], lpr);
+      }
+#pragma unroll
+      for (int r = 0; r < NR; ++r) {
+        const int rl = r * rpp + grp, v = v0 + rl;
+        const bool valid = v < V;
+        const float d = beta * (VS[i * RBK + rl] - alpha * pk[r]);
+        const float o = alpha * pq[r] + kq * d;
         if (KDA) row[r].scale(AL + i * K, lane, lpr, K);
         else row[r].scale(alpha);
         row[r].axpy(d, KN + i * K, lane, lpr, K);
         if (valid && lane == 0) out_at(in.o, b, tok, hv, v, o);
-        if (a.mode == REC_SNAPSHOT && valid) {
-          const int64_t w = idx_at(a.sidx, b, c0 + i);
-          if (w != a.pad) row[r].store(state + w * a.st.s0 + row_off(r), lane, lpr, K);
-        }
+        if (a.mode == REC_SNAPSHOT && valid && w != a.pad) row[r].store(state + w * a.st.s0 + row_off(r), lane, lpr, K);
       }
-      if (a.mode != REC_SNAPSHOT && valid && c0 + n >= nt)
-        row[r].store(state + dst * a.st.s0 + row_off(r), lane, lpr, K);
+    }
+    if (a.mode != REC_SNAPSHOT && c0 + n >= nt) {
+#pragma unroll
+      for (int r = 0; r < NR; ++r)
+        if (v0 + r * rpp + grp < V) row[r].store(state + dst * a.st.s0 + row_off(r), lane, lpr, K);
     }
   }
   if (a.mode != REC_SNAPSHOT && nt == 0) {  // empty prompt: the (zero or current) state is written
