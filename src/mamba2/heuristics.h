@@ -56,7 +56,8 @@
 // (16 passes instead of 8: replay fp32 688 -> 634 us, decode 644 -> 628 us
 // at batch 256 with the register-buffered kernels; with the staged stream,
 // 32 replay passes measured 569 vs 540 us and 8 decode passes 627 vs 609 us,
-// 32 decode passes no change.) The duplicated B·C work is O((L+T)·T·N) per block against
+// 32 decode passes no change; the decode kernel takes DECODE_PASSES = 8
+// since 7086a2e, at three blocks per SM: below.) The duplicated B·C work is O((L+T)·T·N) per block against
 // nh·np·N state elements (~1 % for L = 16, T = 1, nh = 8), and the B records it
 // re-reads come from L2. (Thread-block clusters sharing B·C through
 // distributed shared memory were considered: they would remove this small
