@@ -76,7 +76,8 @@ __host__ __device__ inline RecLayout rec_layout(bool kda, int K, int tc, int L_f
 // Every state load of the thread is issued as soon as the slot is known,
 // before the per-token preparation (q̂, k̂, gates, β, v staged in shared
 // memory), so the prologue runs while the state is in flight.
-template <DType SD, bool KDA>
+// KC > 0: K = KC and LPR = KC / ELEMS_PER_LANE as constants (launch_recurrent).
+template <DType SD, bool KDA, int KC = 0>
 __global__ void __launch_bounds__(REC_THREADS, REC_MIN_BLOCKS) delta_recurrent_kernel(RecArgs a) {
   using RW = Row<SD>;
   using TS = typename RW::TS;
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(REC_THREADS, REC_MIN_BLOCKS) delta_recurrent_k
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
   const TokenArgs& in = a.in;
-  const int K = in.K, V = in.V, lpr = a.lpr;
+  const int K = KC ? KC : in.K, V = in.V, lpr = KC ? KC / ELEMS_PER_LANE : a.lpr;
   const int b = blockIdx.z, hv = blockIdx.y, kh = hv / in.G;
   const int grp = threadIdx.x / lpr, lane = threadIdx.x % lpr, rpp = blockDim.x / lpr;
   const int warp = threadIdx.x >> 5, lane32 = threadIdx.x & 31, nwarps = blockDim.x >> 5;
