@@ -26,8 +26,8 @@ inline void launch_kernel(Kernel k, const Launch& l, auto&& args) {
 
 // K = 128 (every model shape of design §6) takes an instance with K and the
 // lanes per row as constants: the row chunks' bounds checks and the lane
-// arithmetic fold away and the 16-bit instances' token loop stops reloading
-// spills. Snapshot baseline, B = 256, T = 5, µs, against the runtime-K
+// arithmetic fold away (GDN bf16: no spill reloads left in the token loop,
+// experiments/2026-12-04_t34/README.md). Snapshot baseline, B = 256, T = 5, µs, against the runtime-K
 // instance in one run (bench/results/2026-12-04_h200_snapshot_k128.jsonl):
 // GDN HV64 fp32 1938 → 1698, bf16 1955 → 1296; KDA fp32 1066 → 971, bf16
 // 1235 → 841 (perf_notes_delta.md v37).
