@@ -11,6 +11,7 @@
 #pragma once
 #include "core/ring.h"
 #include "cuda/common.cuh"
+#include "delta/heuristics.h"
 #include "delta/params.h"
 
 namespace replayssm::delta::cuda_impl {
@@ -22,7 +23,7 @@ using cuda_util::widen_bits;
 using cuda_util::store_any;
 using cuda_util::warp_sum;
 
-inline constexpr int ELEMS_PER_LANE = 16;
+inline constexpr int ELEMS_PER_LANE = LANE_ELEMS;  // a lane's share of a state row (heuristics.h)
 inline constexpr unsigned FULL_MASK = 0xffffffffu;
 
 __device__ __forceinline__ int64_t idx_at(const Index& x, int64_t i, int64_t j = 0) {

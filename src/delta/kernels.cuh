@@ -27,10 +27,11 @@ inline void launch_kernel(Kernel k, const Launch& l, auto&& args) {
 // K = 128 (every model shape of design §6) takes an instance with K and the
 // lanes per row as constants: the row chunks' bounds checks and the lane
 // arithmetic fold away (GDN bf16: no spill reloads left in the token loop,
-// experiments/2026-12-04_t34/README.md). Snapshot baseline, B = 256, T = 5, µs, against the runtime-K
-// instance in one run (bench/results/2026-12-04_h200_snapshot_k128.jsonl):
-// GDN HV64 fp32 1938 → 1698, bf16 1955 → 1296; KDA fp32 1066 → 971, bf16
-// 1235 → 841 (perf_notes_delta.md v37).
+// experiments/2026-12-04_t34/README.md). Snapshot baseline, B = 256, T = 5,
+// µs, against the runtime-K instance in one run
+// (bench/results/2026-12-04_h200_snapshot_k128.jsonl): GDN HV64 fp32 1938 →
+// 1698, bf16 1955 → 1296; KDA fp32 1066 → 971, bf16 1235 → 841
+// (perf_notes_delta.md v37).
 template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Launch& l) {
   if (a.in.K == 128 && a.lpr == 128 / ELEMS_PER_LANE) return launch_kernel(delta_recurrent_kernel<SD, KDA, 128>, l, a);
   launch_kernel(delta_recurrent_kernel<SD, KDA>, l, a);
