@@ -2,7 +2,10 @@
 # Build and run every test: the GoogleTest suites through ctest (GPU tests skip
 # without a GPU), a quick `replayssm verify` on the CPU backend, a small CPU
 # bench that must write JSON Lines, a short `replayssm drift` that must write
-# its CSV, and pytest when a python/ directory exists.
+# its CSV, and pytest when a python/ directory exists. With SANITIZE_CPU=1
+# (.ci/run sets it) the CPU backends are also built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (SAN_BUILD_DIR, default build-san; no CUDA) and
+# the CPU test suite, a quick verify and the bench smoke run under them.
 #
 # Environment: as scripts/setup.sh (BUILD_DIR, JOBS, CMAKE_ARGS, ...).
 set -euo pipefail
@@ -63,5 +66,22 @@ if [ -f pyproject.toml ]; then
   CMAKE_BUILD_PARALLEL_LEVEL=$JOBS python3 -m pip install -q --no-build-isolation . \
     -C cmake.define.REPLAYSSM_CUDA="${PY_CUDA:-OFF}"
   (cd /tmp && python3 -m pytest -q "$OLDPWD/tests/python")
+fi
+if [ "${SANITIZE_CPU:-0}" = 1 ]; then
+  # The CPU oracle and fast backend, host-side validation included, under
+  # ASan + UBSan (any report fails the run)
+  echo "== CPU tests under AddressSanitizer + UndefinedBehaviorSanitizer" >&2
+  san=${SAN_BUILD_DIR:-build-san}
+  flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+  cmake -S . -B "$san" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPLAYSSM_CUDA=OFF \
+    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+  cmake --build "$san" -j "$JOBS" --target replayssm_tests replayssm_cli
+  export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  "$san/replayssm_tests" --gtest_brief=1
+  "$san/replayssm" verify --backend cpu --quick >/dev/null
+  "$san/replayssm" bench --preset all --batch 2 --L 4 --steps 4 --state bf16 --out "$tmp/bench_san.jsonl" >/dev/null
+  "$san/replayssm" drift --steps 64 --out "$tmp/drift_san.csv" >/dev/null
+  echo "sanitized CPU run ok" >&2
 fi
 echo "run_tests: all passed" >&2
