@@ -18,11 +18,11 @@ ONLY=tail PACK=${PACK:-gpubin-x/t36.tar.xz} REPS=2 OUT=$OUT/y timeout 150 bash s
 tail -n 10 "$OUT/y/log.txt"
 d=$(mktemp -d); xz -dc "${PACK:-gpubin-x/t36.tar.xz}" | tar -C "$d" -x
 echo "== tests, tail rows 7"
-REPLAYSSM_D1_TAIL_ROWS=7 REPLAYSSM_M2_DEC_TAIL_ROWS=7 timeout 150 "$d/tail/replayssm_gpu_tests" --gtest_brief=1 \
+REPLAYSSM_D1_TAIL_ROWS=7 REPLAYSSM_M2_DEC_TAIL_ROWS=7 timeout 100 "$d/tail/replayssm_gpu_tests" --gtest_brief=1 \
   --gtest_filter='DeltaGpu.Decode:DeltaGpu.ProductionTiles:DeltaGpu.DeviceStatusBadSlot:Mamba2Gpu.ReplayProductionTiles:Mamba2Gpu.DeviceStatusOnBadRows' > "$OUT/t.txt" 2>&1
 echo "rc $?"; tail -n 8 "$OUT/t.txt"
 echo "== tests, tail rows 5, half heads, two passes"
-REPLAYSSM_D1_TAIL_ROWS=5 REPLAYSSM_D1_TAIL_VT=64 REPLAYSSM_M2_DEC_TAIL_ROWS=5 REPLAYSSM_M2_DEC_TAIL_PASSES=2 timeout 150 \
+REPLAYSSM_D1_TAIL_ROWS=5 REPLAYSSM_D1_TAIL_VT=64 REPLAYSSM_M2_DEC_TAIL_ROWS=5 REPLAYSSM_M2_DEC_TAIL_PASSES=2 timeout 100 \
   "$d/tail/replayssm_gpu_tests" --gtest_brief=1 \
   --gtest_filter='DeltaGpu.ProductionTiles:Mamba2Gpu.ReplayProductionTiles' > "$OUT/t2.txt" 2>&1
 echo "rc $?"; tail -n 8 "$OUT/t2.txt"
