@@ -9,12 +9,12 @@ mkdir -p "$OUT/x"
 M="--family mamba2,gdn,kda --modes baseline --L 16 --state fp32 --target-ms 2"
 BENCH_ARGS="$M --preset nemotron3,nemotron3-h64,nemotron3-nano,qwen35,qwen35-122b,kimi --batch 64" \
 ENVS="def:REPLAYSSM_D1_TAIL_ROWS=0;t8:REPLAYSSM_D1_TAIL_ROWS=8,REPLAYSSM_M2_DEC_TAIL_ROWS=8;t16:REPLAYSSM_D1_TAIL_ROWS=16,REPLAYSSM_M2_DEC_TAIL_ROWS=16;t16h:REPLAYSSM_D1_TAIL_ROWS=16,REPLAYSSM_D1_TAIL_VT=64,REPLAYSSM_M2_DEC_TAIL_ROWS=16,REPLAYSSM_M2_DEC_TAIL_PASSES=2" \
-ONLY=tail PACK=${PACK:-gpubin-x/t36.tar.xz} REPS=2 OUT=$OUT/x timeout 240 bash scripts/gpu_compare.sh > /dev/null 2>&1
+ONLY=tail PACK=${PACK:-gpubin-x/t36.tar.xz} REPS=2 OUT=$OUT/x timeout 210 bash scripts/gpu_compare.sh > /dev/null 2>&1
 tail -n 20 "$OUT/x/log.txt"
 mkdir -p "$OUT/y"
-BENCH_ARGS="$M --preset nemotron3,qwen35-122b,kimi --batch 256" \
+BENCH_ARGS="$M --preset nemotron3,nemotron3-h64,qwen35-122b,kimi --batch 256" \
 ENVS="def:REPLAYSSM_D1_TAIL_ROWS=0;t16:REPLAYSSM_D1_TAIL_ROWS=16,REPLAYSSM_M2_DEC_TAIL_ROWS=16;t32:REPLAYSSM_D1_TAIL_ROWS=32,REPLAYSSM_M2_DEC_TAIL_ROWS=32" \
-ONLY=tail PACK=${PACK:-gpubin-x/t36.tar.xz} REPS=2 OUT=$OUT/y timeout 150 bash scripts/gpu_compare.sh > /dev/null 2>&1
+ONLY=tail PACK=${PACK:-gpubin-x/t36.tar.xz} REPS=2 OUT=$OUT/y timeout 180 bash scripts/gpu_compare.sh > /dev/null 2>&1
 tail -n 10 "$OUT/y/log.txt"
 d=$(mktemp -d); xz -dc "${PACK:-gpubin-x/t36.tar.xz}" | tar -C "$d" -x
 echo "== tests, tail rows 7"
