@@ -5,7 +5,7 @@
 # its CSV, and pytest when a python/ directory exists. With SANITIZE_CPU=1
 # (.ci/run sets it) the CPU backends are also built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (SAN_BUILD_DIR, default build-san; no CUDA) and
-# the CPU test suite, a quick verify and the bench smoke run under them.
+# the CPU test suite, a quick verify and the bench / drift smokes run under them.
 #
 # Environment: as scripts/setup.sh (BUILD_DIR, JOBS, CMAKE_ARGS, ...).
 set -euo pipefail
