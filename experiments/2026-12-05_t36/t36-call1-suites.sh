@@ -3,8 +3,9 @@
 # subset of `hk` (main + t36-host-layouts.patch + t36-kda-prep.patch: every
 # line of main's code plus both patches), with memcheck / racecheck also on
 # a delta subset; then, on `main` itself, the tests of the recurrent kernel
-# that ce86877 changed and that have not run on it (no whole-suite run since
-# 7086a2e). PACK: gpubin-x/t36.tar.xz (labels main, hl, kp, hk, tail, r1k).
+# that ce86877 changed (no whole-suite run since 7086a2e; the long runs
+# never ran on it). PACK: gpubin-x/t36.tar.xz (labels main, hl, kp, hk,
+# tail, r1k).
 #   run: bash experiments/2026-12-05_t36/t36-call1-suites.sh   (carry gpubin-x/t36.tar.xz)
 set -u
 cd "$(dirname "$0")/../.."
