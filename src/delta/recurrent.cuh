@@ -137,12 +137,19 @@ __global__ void __launch_bounds__(REC_THREADS, REC_MIN_BLOCKS) delta_recurrent_k
 
   TS* const state = static_cast<TS*>(a.st.p);
   auto row_off = [&](int r) { return int64_t(hv) * a.st.s1 + int64_t(v0 + r * rpp + grp) * a.st.s2; };
+  auto row_in = [&](int r) { return v0 + r * rpp + grp < V; };  // row r of the thread lies in V
   RW row[NR];
 #pragma unroll
   for (int r = 0; r < NR; ++r) {
-    if (from_state && v0 + r * rpp + grp < V) row[r].load(state + src * a.st.s0 + row_off(r), lane, lpr, K);
+    if (from_state && row_in(r)) row[r].load(state + src * a.st.s0 + row_off(r), lane, lpr, K);
     else row[r].zero();
   }
+  // the final state of decode / prefill into slot dst
+  auto store_rows = [&]() {
+#pragma unroll
+    for (int r = 0; r < NR; ++r)
+      if (row_in(r)) row[r].store(state + dst * a.st.s0 + row_off(r), lane, lpr, K);
+  };
 
   const RecLayout lay = rec_layout(KDA, K, a.tc, a.rings.d ? a.rings.L : 0, RBK);
   if (a.mode == REC_PREFILL && from_state && a.rings.d) {
@@ -225,17 +232,9 @@ __global__ void __launch_bounds__(REC_THREADS, REC_MIN_BLOCKS) delta_recurrent_k
         if (a.mode == REC_SNAPSHOT && valid && w != a.pad) row[r].store(state + w * a.st.s0 + row_off(r), lane, lpr, K);
       }
     }
-    if (a.mode != REC_SNAPSHOT && c0 + n >= nt) {
-#pragma unroll
-      for (int r = 0; r < NR; ++r)
-        if (v0 + r * rpp + grp < V) row[r].store(state + dst * a.st.s0 + row_off(r), lane, lpr, K);
-    }
+    if (a.mode != REC_SNAPSHOT && c0 + n >= nt) store_rows();
   }
-  if (a.mode != REC_SNAPSHOT && nt == 0) {  // empty prompt: the (zero or current) state is written
-#pragma unroll
-    for (int r = 0; r < NR; ++r)
-      if (v0 + r * rpp + grp < V) row[r].store(state + dst * a.st.s0 + row_off(r), lane, lpr, K);
-  }
+  if (a.mode != REC_SNAPSHOT && nt == 0) store_rows();  // empty prompt: the (zero or current) state is written
 }
 
 // Materialize (out != null: out[i] = checkpoint ⊕ committed records, any
