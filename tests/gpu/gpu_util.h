@@ -11,6 +11,7 @@
 #include <vector>
 #include <gtest/gtest.h>
 
+#include "slot_arena.h"
 #include "test_util.h"
 
 namespace replayssm::test {
@@ -159,6 +160,20 @@ inline HostTensor slot_slice(const Tensor& t, int64_t slot, bool on_device) {
   if (on_device) cudaMemcpy(h.data(), src, bytes, cudaMemcpyDeviceToHost);
   else std::memcpy(h.data(), src, bytes);
   return h;
+}
+
+// A SlotArena's bytes in device memory.
+inline ArenaMemory cuda_arena_memory() {
+  ArenaMemory m;
+  m.device = Device::cuda;
+  m.reserve = [](size_t n) -> void* {
+    void* p = nullptr;
+    return cudaMalloc(&p, n) == cudaSuccess ? p : nullptr;
+  };
+  m.release = [](void* p, size_t) { cudaFree(p); };
+  m.write = [](void* a, const void* h, size_t n) { cudaMemcpy(a, h, n, cudaMemcpyHostToDevice); };
+  m.read = [](void* h, const void* a, size_t n) { cudaMemcpy(h, a, n, cudaMemcpyDeviceToHost); };
+  return m;
 }
 
 // B distinct slots of S >= B in a random order, row 1 a pad row (-1).
