@@ -2,16 +2,19 @@
 // strides of gigabytes, the last slots past 2^31 elements of every pool
 // tensor) on the fast CPU backend: every call gives the same bytes as on
 // dense pools (outputs, checkpoints, rings, cursors), and nothing outside a
-// slot's pieces is written. GDN, KDA and Mamba-2 at model shapes: prefill,
+// slot's pieces is written. GDN, KDA and Mamba-2 at model shapes, single
+// precision and dual (fp8, nvfp4 and bf16 read copies): prefill,
 // T = 1 steps with flushes, speculative windows with fused and separate
 // commits, materialize, flush, copy, reset, the baseline and snapshot
 // decodes. The GPU twin of this test is tests/gpu/*_arena_gpu_test.cpp.
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "delta_fixture.h"
 #include "mamba2_fixture.h"
+#include "replayssm/quant.h"
 #include "slot_arena.h"
 
 namespace replayssm::test {
@@ -72,10 +75,14 @@ DeltaPool arena_pool(const DeltaPool& d, const Twin& tw) {
   a.ring_ks = tw.of(d.ring_ks);
   a.ring_g = tw.of(d.ring_g);
   a.cursor = tw.of(d.cursor);
+  a.read_copy = tw.of(d.read_copy);
+  a.ring_v = tw.of(d.ring_v);
+  a.ring_beta = tw.of(d.ring_beta);
   return a;
 }
 
-void delta_arena_run(const delta::Cfg& c, uint64_t seed) {
+// fmt: a dual pool with a read copy of that format.
+void delta_arena_run(const delta::Cfg& c, uint64_t seed, std::optional<ReadFormat> fmt = std::nullopt) {
   using namespace delta;
   std::mt19937_64 rng(seed);
   Params params(c, rng);
@@ -86,9 +93,22 @@ void delta_arena_run(const delta::Cfg& c, uint64_t seed) {
   pool.ring_ks.fill_uniform(rng, 0.1, 1);
   pool.ring_g.fill_uniform(rng, -1, 0);
   for (int64_t s = 0; s < c.S; ++s) pool.set_cur(s, RingCursor{int32_t(rng() % uint64_t(c.R())), 0, 0});
-  const Twin tw(c.S, pool.all());
+  std::vector<const HostTensor*> pieces = pool.all();
+  HostTensor copy, ring_v, ring_beta;
+  if (fmt) {
+    copy.reset(DType::u8, {c.S, c.HV, quant_layout(*fmt, c.V, c.K).tile_bytes});
+    ring_v.reset(c.act, {c.S, c.R(), c.HV, c.V});
+    ring_beta.reset(DType::f32, {c.S, c.R(), c.HV});
+    pieces.insert(pieces.end(), {&copy, &ring_v, &ring_beta});
+  }
+  const Twin tw(c.S, pieces);
   ASSERT_GE(tw.slot_stride_bytes() * uint64_t(c.S - 1), uint64_t(1) << 33);
-  const DeltaPool dp = pool.view(), ap = arena_pool(dp, tw);
+  const DeltaPool dp = [&] {
+    DeltaPool v = pool.view();
+    if (fmt) v.read_copy = copy, v.read_format = *fmt, v.ring_v = ring_v, v.ring_beta = ring_beta;
+    return v;
+  }();
+  const DeltaPool ap = arena_pool(dp, tw);
   const int64_t B = 3, HVV = c.HV * c.V;
   const HostTensor rows = index_tensor({c.S - 1, -1, c.S - 2});  // the far slots, a pad row
 
@@ -205,9 +225,21 @@ TEST(ArenaPools, DeltaFastBackend) {
   }
 }
 
+TEST(ArenaPools, DualDeltaFastBackend) {
+  uint64_t seed = 35;
+  for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4, ReadFormat::bf16})
+    for (const delta::Cfg& c : {delta_cfg(DeltaFamily::gdn, 16, 64, DType::f32, DType::bf16),
+                                delta_cfg(DeltaFamily::kda, 32, 32, DType::f32, DType::bf16)}) {
+      SCOPED_TRACE(std::string(delta::fam_name(c.fam)) + " read copy " + read_format_name(f));
+      delta_arena_run(c, seed++, f);
+      if (::testing::Test::HasFailure()) return;
+    }
+}
+
 // ---------------------------------------------------------------- Mamba-2
 
-void mamba2_arena_run(DType state, DType act, uint32_t seed) {
+// fmt: a dual pool with a read copy of that format.
+void mamba2_arena_run(DType state, DType act, uint32_t seed, std::optional<ReadFormat> fmt = std::nullopt) {
   using namespace mamba2_test;
   const Shape s{128, 64, 128, 8};
   const int64_t S = 4, L = 8, Tm = 5, B = 3;
@@ -216,13 +248,23 @@ void mamba2_arena_run(DType state, DType act, uint32_t seed) {
   Pool pool(s, S, L, Tm, state, act, p);
   pool.state.fill_uniform(rng, -1, 1);
   for (int64_t i = 0; i < S; ++i) pool.set_cur(i, RingCursor{int32_t(rng() % uint64_t(L + Tm)), 0, 0});
-  const Twin tw(S, {&pool.state, &pool.ring_x, &pool.ring_dt, &pool.ring_B, &pool.cursor});
+  std::vector<const HostTensor*> pieces = {&pool.state, &pool.ring_x, &pool.ring_dt, &pool.ring_B, &pool.cursor};
+  HostTensor copy;
+  if (fmt) {
+    copy.reset(DType::u8, {S, s.H, quant_layout(*fmt, s.P, s.N).tile_bytes});
+    pieces.push_back(&copy);
+  }
+  const Twin tw(S, pieces);
   ASSERT_GE(tw.slot_stride_bytes() * uint64_t(S - 1), uint64_t(1) << 33);
-  const Mamba2Pool dp = pool.view();
+  const Mamba2Pool dp = [&] {
+    Mamba2Pool v = pool.view();
+    if (fmt) v.read_copy = copy, v.read_format = *fmt;
+    return v;
+  }();
   const Mamba2Pool ap = [&] {
     Mamba2Pool a = dp;
     a.state = tw.of(dp.state), a.ring_x = tw.of(dp.ring_x), a.ring_dt = tw.of(dp.ring_dt);
-    a.ring_B = tw.of(dp.ring_B), a.cursor = tw.of(dp.cursor);
+    a.ring_B = tw.of(dp.ring_B), a.cursor = tw.of(dp.cursor), a.read_copy = tw.of(dp.read_copy);
     return a;
   }();
   const std::vector<int64_t> rows = {S - 1, -1, S - 2};
@@ -324,6 +366,15 @@ TEST(ArenaPools, Mamba2FastBackend) {
   mamba2_arena_run(DType::f32, DType::bf16, 41);
   if (::testing::Test::HasFailure()) return;
   mamba2_arena_run(DType::bf16, DType::bf16, 42);
+}
+
+TEST(ArenaPools, DualMamba2FastBackend) {
+  uint32_t seed = 45;
+  for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4, ReadFormat::bf16}) {
+    SCOPED_TRACE(std::string("read copy ") + read_format_name(f));
+    mamba2_arena_run(DType::f32, DType::bf16, seed++, f);
+    if (::testing::Test::HasFailure()) return;
+  }
 }
 
 }  // namespace

@@ -73,15 +73,32 @@ Exec cuda_exec(int32_t* status = nullptr) {
 }
 void sync() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
 
-// A host tensor and its device twin.
+// A host tensor and its device twin: its own allocation, or (after place())
+// a piece of a SlotArena.
 struct Pair {
   HostTensor h;
   std::unique_ptr<DeviceTensor> d;
+  const SlotArena* arena = nullptr;
+  int piece = -1;
   void make(DType dt, const std::vector<int64_t>& shape) { h.reset(dt, shape); }
-  void upload() { d = std::make_unique<DeviceTensor>(h); }
-  void push() { d->upload(h); }
-  HostTensor fetch() const { return d->to_host(); }
-  Tensor t(bool dev) const { return h.t().defined() ? (dev ? d->t() : h.t()) : Tensor{}; }
+  void place(SlotArena& a) {
+    arena = &a;
+    piece = a.add(h.t().dtype, std::vector<int64_t>(h.t().shape + 1, h.t().shape + h.t().ndim));
+  }
+  void upload() {
+    if (arena) arena->upload(piece, h);
+    else d = std::make_unique<DeviceTensor>(h);
+  }
+  void push() {
+    if (arena) arena->upload(piece, h);
+    else d->upload(h);
+  }
+  HostTensor fetch() const { return arena ? arena->download(piece) : d->to_host(); }
+  Tensor t(bool dev) const {
+    if (!h.t().defined()) return Tensor{};
+    if (!dev) return h.t();
+    return arena ? arena->view(piece) : d->t();
+  }
 };
 
 Pair index_pair(const std::vector<int64_t>& v) {
@@ -175,13 +192,17 @@ bool copy_is_pack(const HostTensor& copy, const HostTensor& state, int64_t s, Re
   return all_bytes(packed) == row_bytes(copy, s);
 }
 
-// A dual pool on the host (cpu backend) and its device twin.
+// A dual pool on the host (cpu backend) and its device twin; in_arena: the
+// device tensors are pieces of one SlotArena (slot-major, the last slots
+// past 2^31 elements).
 struct DualPool {
   Pair state, rd, rk, rks, rg, cur, copy, rv, rbeta;
   ReadFormat fmt;
   int64_t L;
+  std::unique_ptr<SlotArena> arena;
   template <class Rng>
-  DualPool(const Cfg& c, ReadFormat f, int64_t S, int64_t L_, int64_t T_max, Rng& rng) : fmt(f), L(L_) {
+  DualPool(const Cfg& c, ReadFormat f, int64_t S, int64_t L_, int64_t T_max, Rng& rng, bool in_arena = false)
+      : fmt(f), L(L_) {
     const int64_t R = L + T_max;
     state.make(c.state, {S, c.HV, c.V, c.K});
     state.h.fill_normal(rng, 0, 0.5);
@@ -200,6 +221,11 @@ struct DualPool {
     rv.h.fill_normal(rng, 0, 1);
     std::uniform_int_distribution<int64_t> start(0, R - 1);
     for (int64_t i = 0; i < S; ++i) cur.h.set(i * 3, double(start(rng)));
+    if (in_arena) {
+      arena = std::make_unique<SlotArena>(S, cuda_arena_memory());
+      for (Pair* p : all()) p->place(*arena);
+      arena->allocate();
+    }
     for (Pair* p : all()) p->upload();
   }
   std::vector<Pair*> all() { return {&state, &rd, &rk, &rks, &rg, &cur, &copy, &rv, &rbeta}; }
@@ -234,6 +260,7 @@ struct DualPool {
       EXPECT_LE(e, state_tol(c)) << what << " checkpoint of slot " << s;
       EXPECT_TRUE(copy_is_pack(cp, st, s, fmt)) << what << " gpu copy != quant_pack(gpu checkpoint), slot " << s;
     }
+    if (arena) arena->expect_guards(what);
   }
 };
 
@@ -247,12 +274,16 @@ struct RunResult {
 // inputs on the cpu and cuda backends. T = 1 commits all; T > 1 commits
 // random acceptances at the start of the next step.
 // otol > 0: the output tolerance instead of out_tol.
+// in_arena: the device pool in a SlotArena, row b on slot S − 1 − b (the
+// far slots), row 1 a pad row.
 RunResult run(const Cfg& c, ReadFormat fmt, int64_t L, int64_t T, int steps, uint32_t seed, int64_t B = 3,
-              double otol = 0) {
+              double otol = 0, bool in_arena = false) {
   std::mt19937 rng(seed);
   const int64_t S = B == 3 ? 5 : B + 2;
-  DualPool pool(c, fmt, S, L, T, rng);
-  const std::vector<int64_t> slots = B == 3 ? std::vector<int64_t>{3, -1, 0} : shuffled_slots(B, S, rng);
+  DualPool pool(c, fmt, S, L, T, rng, in_arena);
+  std::vector<int64_t> slots = B == 3 ? std::vector<int64_t>{3, -1, 0} : shuffled_slots(B, S, rng);
+  if (in_arena)
+    for (int64_t b = 0; b < B; ++b) slots[size_t(b)] = b == 1 ? -1 : S - 1 - b;
   Pair slot = index_pair(slots);
   Inputs in(c, {B, T}, rng);
   RunResult res;
@@ -369,6 +400,37 @@ TEST(DualDeltaGpu, ProductionTiles) {
       const RunResult r = run(c, f, 4, 1, 9, seed++, 40);
       if (::testing::Test::HasFailure()) return;
       EXPECT_EQ(r.flushes, 2 * 39);
+    }
+}
+
+// The device pool as pieces of one SlotArena (slot strides of gigabytes,
+// the last slots past 2^31 elements of every tensor, read copy included),
+// its rows on the far slots: T = 1 at batch 3 and 40 (block and production
+// tiles, the fold and pack of flushing rows), the persistent step, T = 5
+// windows; every step against the cpu backend as run() checks it, and the
+// guard bands around every piece untouched.
+TEST(DualDeltaGpu, ArenaPools) {
+  RSSM_SKIP_WITHOUT_GPU();
+  uint32_t seed = 930;
+  for (const Cfg& c : {Cfg{DeltaFamily::gdn, 16, 64, 128, 128}, Cfg{DeltaFamily::kda, 32, 32, 128, 128}})
+    for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4, ReadFormat::bf16}) {
+      SCOPED_TRACE(name(c) + " " + read_format_name(f));
+      for (int64_t B : {3, 40}) {
+        SCOPED_TRACE(std::to_string(B) + " rows");
+        const RunResult r = run(c, f, 4, 1, 6, seed++, B, 0, true);
+        if (::testing::Test::HasFailure()) return;
+        EXPECT_EQ(r.flushes, B - 1);
+      }
+      {
+        SCOPED_TRACE("persistent");
+        R1PMode on("1");
+        run(c, f, 4, 1, 6, seed++, 12, 0, true);
+        if (::testing::Test::HasFailure()) return;
+      }
+      SCOPED_TRACE("T5");
+      const RunResult r = run(c, f, 16, 5, 8, seed++, 3, 0, true);
+      if (::testing::Test::HasFailure()) return;
+      EXPECT_GT(r.flushes, 0);
     }
 }
 

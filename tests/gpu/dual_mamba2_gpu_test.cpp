@@ -115,7 +115,8 @@ struct Step {
 
 // A dual (or, without a format, single-precision) pool on host and device
 // with identical initial bytes; the copy starts as quant_pack of the
-// checkpoint.
+// checkpoint. in_arena: the device tensors are pieces of one SlotArena
+// (slot-major, the last slots past 2^31 elements) instead of dstate … dcopy.
 struct Rig {
   Shape s;
   std::optional<ReadFormat> fmt;
@@ -123,8 +124,9 @@ struct Rig {
   Layer layer;
   HostTensor state, rx, rdt, rB, cursor, copy;
   DeviceTensor dstate, drx, drdt, drB, dcursor, dcopy, dA;
+  std::unique_ptr<SlotArena> arena;
   Rig(std::mt19937& rng, int64_t S_, const Shape& s_, DType sd, DType act, std::optional<ReadFormat> f,
-      int64_t L_, int64_t T_max)
+      int64_t L_, int64_t T_max, bool in_arena = false)
       : s(s_), fmt(f), S(S_), L(L_), layer(rng, s_.H), state(sd, {S_, s_.H, s_.P, s_.N}),
         rx(act, {S_, L_ + T_max, s_.H, s_.P}), rdt(DType::f32, {S_, L_ + T_max, s_.H}),
         rB(act, {S_, L_ + T_max, s_.G, s_.N}), cursor(DType::i32, {S_, 3}) {
@@ -135,9 +137,34 @@ struct Rig {
       copy.reset(DType::u8, {S, s.H, quant_layout(*fmt, s.P, s.N).tile_bytes});
       quant_pack(*fmt, flat_state(state.t()), flat_copy(copy.t()), cpu_exec());
     }
-    dstate.upload(state), drx.upload(rx), drdt.upload(rdt), drB.upload(rB), dcursor.upload(cursor);
     dA.upload(layer.A);
+    if (in_arena) {
+      arena = std::make_unique<SlotArena>(S, cuda_arena_memory());
+      for (const HostTensor* h : hosts())
+        arena->add(h->t().dtype, std::vector<int64_t>(h->t().shape + 1, h->t().shape + h->t().ndim));
+      arena->allocate();
+      for (size_t i = 0; i < hosts().size(); ++i) arena->upload(int(i), *hosts()[i]);
+      return;
+    }
+    dstate.upload(state), drx.upload(rx), drdt.upload(rdt), drB.upload(rB), dcursor.upload(cursor);
     if (fmt) dcopy.upload(copy);
+  }
+  // The pool's tensors: state, rx, rdt, rB, cursor, then the copy (dual).
+  std::vector<const HostTensor*> hosts() const {
+    std::vector<const HostTensor*> v = {&state, &rx, &rdt, &rB, &cursor};
+    if (fmt) v.push_back(&copy);
+    return v;
+  }
+  // Device tensor i of hosts(), and its bytes on the host.
+  Tensor dev_t(int i) const {
+    if (arena) return arena->view(i);
+    const DeviceTensor* d[] = {&dstate, &drx, &drdt, &drB, &dcursor, &dcopy};
+    return d[i]->t();
+  }
+  HostTensor dev_host(int i) const {
+    if (arena) return arena->download(i);
+    const DeviceTensor* d[] = {&dstate, &drx, &drdt, &drB, &dcursor, &dcopy};
+    return d[i]->to_host();
   }
   Tensor flat_state(Tensor t) const { return Tensor::view(t.data, t.dtype, {S * s.H, s.P, s.N}, t.device); }
   Tensor flat_copy(Tensor t) const { return Tensor::view(t.data, DType::u8, {S * s.H, t.shape[2]}, t.device); }
@@ -145,7 +172,8 @@ struct Rig {
     return Mamba2Pool{state, rx, rdt, rB, cursor, L, layer.A, fmt ? copy.t() : Tensor{}, fmt.value_or(ReadFormat::bf16)};
   }
   Mamba2Pool dev() const {
-    return Mamba2Pool{dstate, drx, drdt, drB, dcursor, L, dA, fmt ? dcopy.t() : Tensor{}, fmt.value_or(ReadFormat::bf16)};
+    return Mamba2Pool{dev_t(0), dev_t(1), dev_t(2), dev_t(3), dev_t(4), L, dA, fmt ? dev_t(5) : Tensor{},
+                      fmt.value_or(ReadFormat::bf16)};
   }
   RingCursor cur(int64_t slot) const {
     return RingCursor{int32_t(cursor.get(slot * 3)), int32_t(cursor.get(slot * 3 + 1)), int32_t(cursor.get(slot * 3 + 2))};
@@ -154,27 +182,28 @@ struct Rig {
   bool copy_is_pack() const {
     HostTensor h(DType::u8, {S, s.H, copy.t().shape[2]});
     DeviceTensor packed(h);
-    quant_pack(*fmt, flat_state(dstate.t()), flat_copy(packed.t()), cuda_exec());
-    return packed.to_host().bytes_equal(dcopy.to_host());
+    const DeviceTensor dense(dev_host(0));  // the checkpoint, contiguous
+    quant_pack(*fmt, flat_state(dense.t()), flat_copy(packed.t()), cuda_exec());
+    return packed.to_host().bytes_equal(dev_host(5));
   }
   // Every pool byte on the device (for "nothing written").
   std::vector<uint8_t> device_bytes() const {
     std::vector<uint8_t> v;
-    for (const DeviceTensor* t : {&dstate, &drx, &drdt, &drB, &dcursor, &dcopy}) {
-      if (!t->t().defined()) continue;
-      const auto b = dual_test::all_bytes(t->to_host());
+    for (size_t i = 0; i < hosts().size(); ++i) {
+      const auto b = dual_test::all_bytes(dev_host(int(i)));
       v.insert(v.end(), b.begin(), b.end());
     }
     return v;
   }
   // Checkpoint within tol of the cpu backend's; cursors, x and B records exact.
   void expect_match(double tol, const std::string& what) const {
-    EXPECT_LE(err(dstate.to_host(), state), tol) << what << ": checkpoint";
-    EXPECT_TRUE(dcursor.to_host().bytes_equal(cursor)) << what << ": cursor";
-    EXPECT_TRUE(drx.to_host().bytes_equal(rx)) << what << ": ring_x";
-    EXPECT_TRUE(drB.to_host().bytes_equal(rB)) << what << ": ring_B";
-    EXPECT_LE(err(drdt.to_host(), rdt), 1e-5) << what << ": ring_dt";
+    EXPECT_LE(err(dev_host(0), state), tol) << what << ": checkpoint";
+    EXPECT_TRUE(dev_host(4).bytes_equal(cursor)) << what << ": cursor";
+    EXPECT_TRUE(dev_host(1).bytes_equal(rx)) << what << ": ring_x";
+    EXPECT_TRUE(dev_host(3).bytes_equal(rB)) << what << ": ring_B";
+    EXPECT_LE(err(dev_host(2), rdt), 1e-5) << what << ": ring_dt";
     if (fmt) EXPECT_TRUE(copy_is_pack()) << what << ": copy != quant_pack(checkpoint)";
+    if (arena) arena->expect_guards(what);
   }
 };
 
@@ -202,15 +231,18 @@ struct RunResult {
 // through num_accepted. cpu and cuda run the same inputs; every step checks
 // outputs, cursors, non-flush checkpoint bytes and the copy invariant.
 // B = 4: slots {3, pad, 0, 4} of 5; otherwise B rows over B + 2 slots in a
-// random order, row 1 a pad row.
+// random order, row 1 a pad row. in_arena: the device pool in a SlotArena,
+// row b on slot S − 1 − b (the far slots), row 1 a pad row.
 RunResult run(const Shape& s, DType sd, DType act, std::optional<ReadFormat> fmt, uint32_t seed,
-              int steps, int64_t L, const std::vector<int64_t>& Ts, int64_t B = 4) {
+              int steps, int64_t L, const std::vector<int64_t>& Ts, int64_t B = 4, bool in_arena = false) {
   std::mt19937 rng(seed);
   const int64_t Tmax = *std::max_element(Ts.begin(), Ts.end());
   const bool spec = Tmax > 1;
   const int64_t S = B == 4 ? 5 : B + 2;
-  Rig rig(rng, S, s, sd, act, fmt, L, Tmax);
-  const std::vector<int64_t> slots = B == 4 ? std::vector<int64_t>{3, -1, 0, 4} : shuffled_slots(B, S, rng);
+  Rig rig(rng, S, s, sd, act, fmt, L, Tmax, in_arena);
+  std::vector<int64_t> slots = B == 4 ? std::vector<int64_t>{3, -1, 0, 4} : shuffled_slots(B, S, rng);
+  if (in_arena)
+    for (int64_t b = 0; b < B; ++b) slots[size_t(b)] = b == 1 ? -1 : S - 1 - b;
   const double tol = fmt ? out_tol(*fmt, sd, act) : 2 * tolerance(sd == DType::f32 ? act : sd);
   const std::string what = shape_name(s) + " state " + dtype_name(sd) + " act " + dtype_name(act) +
                            " copy " + (fmt ? read_format_name(*fmt) : "none");
@@ -227,7 +259,7 @@ RunResult run(const Shape& s, DType sd, DType act, std::optional<ReadFormat> fmt
     for (int64_t b = 0; b < B; ++b)
       if (slots[size_t(b)] >= 0)
         flushing[size_t(b)] = rig.cur(slots[size_t(b)]).count + (pass_acc ? int64_t(acc.get(b)) : 0) + T > L;
-    const HostTensor before = rig.dstate.to_host();
+    const HostTensor before = rig.dev_host(0);
     mamba2_replay_step(st.host(), rig.host(), pass_acc ? acc.t() : Tensor{}, !spec, cpu_exec());
     DeviceStatus ds;
     mamba2_replay_step(st.dev(), rig.dev(), pass_acc ? dacc.t() : Tensor{}, !spec, ds.exec());
@@ -237,20 +269,20 @@ RunResult run(const Shape& s, DType sd, DType act, std::optional<ReadFormat> fmt
     res.worst = std::max(res.worst, e);
     EXPECT_LE(e, tol) << what << " T=" << T << " step " << it;
     expect_row_zero(y, 1, what);
-    const HostTensor after = rig.dstate.to_host();
+    const HostTensor after = rig.dev_host(0);
     for (int64_t b = 0; b < B; ++b) {
       if (slots[size_t(b)] < 0) continue;
       if (flushing[size_t(b)]) ++res.flushes;
       else EXPECT_EQ(slot_bytes(after, slots[size_t(b)]), slot_bytes(before, slots[size_t(b)]))
           << what << " step " << it << ": a non-flush step wrote the checkpoint";
     }
-    EXPECT_TRUE(rig.dcursor.to_host().bytes_equal(rig.cursor)) << what << " step " << it << ": cursor";
+    EXPECT_TRUE(rig.dev_host(4).bytes_equal(rig.cursor)) << what << " step " << it << ": cursor";
     if (fmt) EXPECT_TRUE(rig.copy_is_pack()) << what << " step " << it << ": copy != quant_pack(checkpoint)";
     if (::testing::Test::HasFailure()) return res;
     prevT = T;
   }
   rig.expect_match(tol, what + " end");
-  res.gpu_state = dual_test::all_bytes(rig.dstate.to_host());
+  res.gpu_state = dual_test::all_bytes(rig.dev_host(0));
   return res;
 }
 
@@ -293,6 +325,29 @@ TEST(DualMamba2Gpu, BulkCopyProductionTiles) {
   for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
     const RunResult r = run(Shape{128, 64, 128, 8}, DType::f32, DType::bf16, f, 404, 6, 4, {1}, 40);
     EXPECT_GE(r.flushes, 39) << "the schedule must flush";
+    if (HasFailure()) return;
+  }
+}
+
+// The device pool as pieces of one SlotArena (slot strides of gigabytes,
+// the last slots past 2^31 elements of every tensor, read copy included),
+// its rows on the far slots: T = 1 at batch 4 and 40 (the pack kernel's fold
+// of flushing rows, the packed-copy stream's block and production tiles),
+// speculative windows of 2–5 tokens; every step against the cpu backend as
+// run() checks it, and the guard bands around every piece untouched.
+TEST(DualMamba2Gpu, ArenaPools) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const Shape s{128, 64, 128, 8};
+  uint32_t seed = 505;
+  for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4, ReadFormat::bf16}) {
+    SCOPED_TRACE(read_format_name(f));
+    for (int64_t B : {4, 40}) {
+      const RunResult r = run(s, DType::f32, DType::bf16, f, seed++, 6, 4, {1}, B, true);
+      EXPECT_EQ(r.flushes, B - 1) << B << " rows";
+      if (HasFailure()) return;
+    }
+    const RunResult r = run(s, DType::f32, DType::bf16, f, seed++, 8, 8, {2, 5}, 4, true);
+    EXPECT_GT(r.flushes, 0) << "the speculative schedule must flush";
     if (HasFailure()) return;
   }
 }
@@ -384,7 +439,7 @@ TEST(DualMamba2Gpu, SlotOperationsKeepTheCopy) {
       mamba2_copy_slot(rig.host(), src, dst, -1, cpu_exec());
       mamba2_copy_slot(rig.dev(), dsrc, ddst, -1, cuda_exec());
       rig.expect_match(tol, what + " copy");
-      const HostTensor gc = rig.dcopy.to_host();
+      const HostTensor gc = rig.dev_host(5);
       EXPECT_EQ(slot_bytes(gc, 1), slot_bytes(gc, 0)) << what << " copied read copy";
       // reset
       HostTensor rs = index_tensor({5, -1});
