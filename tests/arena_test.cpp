@@ -6,13 +6,15 @@
 // precision and dual (fp8, nvfp4 and bf16 read copies): prefill,
 // T = 1 steps with flushes, speculative windows with fused and separate
 // commits, materialize, flush, copy, reset, the baseline and snapshot
-// decodes. The GPU twin of this test is tests/gpu/*_arena_gpu_test.cpp.
+// decodes; and the conv1d state and pending counts (prefill, updates with
+// speculative acceptances, commit). The GPU twin of this test is tests/gpu/*_arena_gpu_test.cpp.
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "delta_fixture.h"
+#include "replayssm/conv1d.h"
 #include "mamba2_fixture.h"
 #include "replayssm/quant.h"
 #include "slot_arena.h"
@@ -375,6 +377,66 @@ TEST(ArenaPools, DualMamba2FastBackend) {
     mamba2_arena_run(DType::f32, DType::bf16, seed++, f);
     if (::testing::Test::HasFailure()) return;
   }
+}
+
+// ---------------------------------------------------------------- conv1d
+
+// Conv states of Mamba-2 H128·P64·N128 (dim = H·P + 2·G·N = 10240, W = 4).
+void conv1d_arena_run(DType state, DType act, uint32_t seed) {
+  const int64_t S = 4, W = 4, Tm = 5, dim = 10240, R = conv1d_state_rows(W, Tm), B = 3;
+  std::mt19937 rng(seed);
+  HostTensor cs(state, {S, R, dim}), pend(DType::i32, {S});
+  cs.fill_normal(rng);
+  const Twin tw(S, {&cs, &pend});
+  ASSERT_GE(tw.slot_stride_bytes() * uint64_t(S - 1), uint64_t(1) << 33);
+  const Tensor acs = tw.of(cs.t()), apend = tw.of(pend.t());
+  HostTensor weight(DType::f32, {dim, W}), bias(DType::f32, {dim});
+  weight.fill_normal(rng, 0, 0.5);
+  bias.fill_normal(rng, 0, 0.1);
+  const HostTensor rows = index_tensor({S - 1, -1, S - 2});
+
+  const std::vector<int64_t> cu = {0, 3, 3, 7};
+  HostTensor px(act, {cu.back(), dim}), py(act, {cu.back(), dim});
+  px.fill_normal(rng);
+  py.fill_nan();
+  HostTensor py2 = twin_out(py);
+  const HostTensor cus = index_tensor(cu), init = index_tensor({1, 0, 0});
+  Conv1dPrefill pf{px, weight, bias, true, cus, rows, -1, init, py};
+  conv1d_prefill(pf, cs, pend, fast());
+  pf.out = py2;
+  conv1d_prefill(pf, acs, apend, fast());
+  expect_same_out(py, py2, "conv1d prefill");
+  tw.expect_same("conv1d prefill");
+
+  HostTensor acc(DType::i32, {B});
+  bool pending = false;
+  for (int step = 0; step < 8; ++step) {
+    const int64_t T = step < 2 ? 1 : Tm;
+    HostTensor x(act, {B, T, dim}), out(act, {B, T, dim});
+    x.fill_normal(rng);
+    out.fill_nan();
+    HostTensor out2 = twin_out(out);
+    if (pending && step % 3 == 0) {  // a separate commit, then an update without counts
+      conv1d_commit(cs, pend, rows, -1, acc, W, fast());
+      conv1d_commit(acs, apend, rows, -1, acc, W, fast());
+    }
+    const Tensor na = pending && step % 3 != 0 ? acc.t() : Tensor{};
+    Conv1dStep st{x, weight, bias, true, rows, -1, out};
+    conv1d_update(st, cs, pend, na, fast());
+    st.out = out2;
+    conv1d_update(st, acs, apend, na, fast());
+    expect_same_out(out, out2, "conv1d update " + std::to_string(step));
+    tw.expect_same("conv1d update " + std::to_string(step));
+    if (::testing::Test::HasFailure()) return;
+    pending = true;
+    for (int64_t b = 0; b < B; ++b) acc.set(b, double(1 + int64_t(rng() % uint64_t(T))));
+  }
+}
+
+TEST(ArenaPools, Conv1dFastBackend) {
+  conv1d_arena_run(DType::f32, DType::bf16, 51);
+  if (::testing::Test::HasFailure()) return;
+  conv1d_arena_run(DType::bf16, DType::bf16, 52);
 }
 
 }  // namespace

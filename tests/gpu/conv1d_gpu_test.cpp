@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 
 #include "conv1d_test_util.h"
 #include "core/slot_ops.h"
@@ -55,7 +56,10 @@ struct PrefillArgs {
 // Runs a random schedule on the reference (host) and cuda (device) pools in
 // lockstep; outputs must agree within the dtype's tolerance and conv_state /
 // conv_pending must be byte-identical (the state holds copies of inputs).
-void run_gpu_schedule(const ConvConfig& c, uint64_t seed, int steps) {
+// in_arena: the device conv_state and conv_pending are pieces of one
+// SlotArena (slot strides of gigabytes, the last slots past 2^31 elements),
+// whose guard bands must stay untouched.
+void run_gpu_schedule(const ConvConfig& c, uint64_t seed, int steps, bool in_arena = false) {
   std::mt19937_64 rng(seed);
   const ConvWeights w(c, rng);
   const DeviceTensor d_weight(w.weight);
@@ -64,15 +68,31 @@ void run_gpu_schedule(const ConvConfig& c, uint64_t seed, int steps) {
   ConvSchedule sched(c.S, c.T_max);
   ConvPool ref(c);
   ref.state.fill_uniform(rng, -1, 1);  // stale content must not leak
-  DeviceTensor d_state(ref.state), d_pending(ref.pending);
+  DeviceTensor dense_state, dense_pending;
+  std::unique_ptr<SlotArena> arena;
+  if (in_arena) {
+    arena = std::make_unique<SlotArena>(c.S, cuda_arena_memory());
+    arena->add(c.state_dtype, {c.R(), c.dim});
+    arena->add(DType::i32, {});
+    arena->allocate();
+    arena->upload(0, ref.state);
+    arena->upload(1, ref.pending);
+  } else {
+    dense_state.upload(ref.state);
+    dense_pending.upload(ref.pending);
+  }
+  const Tensor d_state = in_arena ? arena->view(0) : dense_state.t();
+  const Tensor d_pending = in_arena ? arena->view(1) : dense_pending.t();
   const DeviceStatus status;
   const Exec ex = cuda_exec(status);
   const double tol = tolerance(c.x_dtype);
 
   auto compare_pools = [&](const char* what, int step) {
-    const HostTensor st = d_state.to_host(), pe = d_pending.to_host();
+    const HostTensor st = in_arena ? arena->download(0) : dense_state.to_host();
+    const HostTensor pe = in_arena ? arena->download(1) : dense_pending.to_host();
     EXPECT_TRUE(st.bytes_equal(ref.state)) << what << " step " << step;
     EXPECT_TRUE(pe.bytes_equal(ref.pending)) << what << " step " << step;
+    if (arena) arena->expect_guards(what);
   };
   auto prefill = [&](const PrefillArgs& a, int step) {
     HostTensor x(c.x_dtype, {a.cu.back(), c.dim}), out(c.x_dtype, {a.cu.back(), c.dim});
@@ -173,6 +193,12 @@ TEST(Conv1dGpu, ScheduleW2NoBiasNoSilu) {
 TEST(Conv1dGpu, ModelShapeBf16) {
   RSSM_SKIP_WITHOUT_GPU();
   run_gpu_schedule({40, 10240 + 2048, 4, 8, DType::bf16, DType::bf16, DType::bf16}, 105, 12);
+}
+// The same at fp32 and bf16 states in a slot arena.
+TEST(Conv1dGpu, ArenaPools) {
+  RSSM_SKIP_WITHOUT_GPU();
+  run_gpu_schedule({40, 10240 + 2048, 4, 8, DType::bf16, DType::bf16, DType::bf16}, 106, 12, true);
+  run_gpu_schedule({12, 10240, 4, 8, DType::bf16, DType::f32, DType::f32}, 108, 20, true);
 }
 
 // A slot outside [0, S) or an accepted count outside [1, pending] skips the
