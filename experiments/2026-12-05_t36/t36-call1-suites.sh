@@ -4,8 +4,10 @@
 # line of main's code plus both patches), with memcheck / racecheck also on
 # a delta subset; then, on `main` itself, the tests of the recurrent kernel
 # that ce86877 changed (no whole-suite run since 7086a2e; the long runs
-# never ran on it). PACK: gpubin-x/t36.tar.xz (labels main, hl, kp, hk,
-# tail, r1k).
+# never ran on it), and with PACK=gpubin-x/t37.tar.xz (whose main is
+# c9fd113's tree and later: the same kernels, plus the slot-arena tests) the
+# *Arena* tests (pools past 2^31 elements, experiments/2026-12-05_t37).
+# PACK: gpubin-x/t36.tar.xz or t37.tar.xz (labels main, hl, kp, hk, tail, r1k).
 #   run: bash experiments/2026-12-05_t36/t36-call1-suites.sh   (carry gpubin-x/t36.tar.xz)
 set -u
 cd "$(dirname "$0")/../.."
@@ -18,7 +20,7 @@ S+=':DeltaGpu.ReplayBulkSmall:DeltaGpu.SpecMmaSmall:DeltaGpu.EagerSmallBatch:Con
 SANITIZE_FILTER=$S SANITIZE_TIMEOUT_S=110 BUILD_DIR=$q/hk SKIP_CPU_TESTS=1 TEST_SHARDS=16 DEADLINE_S=340 \
   OUT=$OUT/hk bash scripts/gpu_check.sh test sanitize > "$OUT/hk.txt" 2>&1
 echo "== hk: rc $?"; tail -n 12 "$OUT/hk.txt"
-GTEST_FILTER='DeltaGpu.Decode:DeltaGpu.SnapshotDecode:DeltaGpu.Prefill*:*DeltaGpuSpeculativeLongRun*:DualDeltaGpu.SlotOperationsMatchCpu:DeltaGpu.EagerSmallBatch' \
+GTEST_FILTER='DeltaGpu.Decode:DeltaGpu.SnapshotDecode:DeltaGpu.Prefill*:*DeltaGpuSpeculativeLongRun*:DualDeltaGpu.SlotOperationsMatchCpu:DeltaGpu.EagerSmallBatch:*Arena*' \
   BUILD_DIR=$q/main SKIP_CPU_TESTS=1 TEST_SHARDS=16 DEADLINE_S=200 OUT=$OUT/main \
   bash scripts/gpu_check.sh test > "$OUT/main.txt" 2>&1
 echo "== main: rc $?"; tail -n 12 "$OUT/main.txt"
