@@ -25,8 +25,11 @@ namespace {
 // Dense host tensors [S, ...] and their copies as pieces of a host arena.
 class Twin {
  public:
-  Twin(int64_t S, std::vector<const HostTensor*> dense) : dense_(std::move(dense)), arena_(S, host_arena_memory()) {
-    for (const HostTensor* t : dense_) arena_.add(t->t().dtype, std::vector<int64_t>(t->t().shape + 1, t->t().shape + t->t().ndim));
+  // row_pad: bytes after every row (last dimension) of every piece.
+  Twin(int64_t S, std::vector<const HostTensor*> dense, size_t row_pad = 0)
+      : dense_(std::move(dense)), arena_(S, host_arena_memory()) {
+    for (const HostTensor* t : dense_)
+      arena_.add(t->t().dtype, std::vector<int64_t>(t->t().shape + 1, t->t().shape + t->t().ndim), row_pad);
     arena_.allocate();
     for (size_t i = 0; i < dense_.size(); ++i) arena_.upload(int(i), *dense_[i]);
   }
@@ -84,7 +87,7 @@ DeltaPool arena_pool(const DeltaPool& d, const Twin& tw) {
 }
 
 // fmt: a dual pool with a read copy of that format.
-void delta_arena_run(const delta::Cfg& c, uint64_t seed, std::optional<ReadFormat> fmt = std::nullopt) {
+void delta_arena_run(const delta::Cfg& c, uint64_t seed, size_t row_pad, std::optional<ReadFormat> fmt = std::nullopt) {
   using namespace delta;
   std::mt19937_64 rng(seed);
   Params params(c, rng);
@@ -103,7 +106,7 @@ void delta_arena_run(const delta::Cfg& c, uint64_t seed, std::optional<ReadForma
     ring_beta.reset(DType::f32, {c.S, c.R(), c.HV});
     pieces.insert(pieces.end(), {&copy, &ring_v, &ring_beta});
   }
-  const Twin tw(c.S, pieces);
+  const Twin tw(c.S, pieces, row_pad);
   ASSERT_GE(tw.slot_stride_bytes() * uint64_t(c.S - 1), uint64_t(1) << 33);
   const DeltaPool dp = [&] {
     DeltaPool v = pool.view();
@@ -216,32 +219,41 @@ delta::Cfg delta_cfg(DeltaFamily f, int64_t H, int64_t HV, DType state, DType ac
   return c;
 }
 
+// Row padding: 0 (dense below the slot) or 16 bytes after every row, which
+// keeps rows 16-byte aligned and makes every stride but the last larger
+// than dense.
+const size_t ROW_PADS[] = {0, 16};
+
 TEST(ArenaPools, DeltaFastBackend) {
   uint64_t seed = 31;
-  for (const delta::Cfg& c : {delta_cfg(DeltaFamily::gdn, 16, 64, DType::f32, DType::bf16),
-                              delta_cfg(DeltaFamily::gdn, 16, 64, DType::bf16, DType::bf16),
-                              delta_cfg(DeltaFamily::kda, 32, 32, DType::f32, DType::f32)}) {
-    SCOPED_TRACE(std::string(delta::fam_name(c.fam)) + " HV" + std::to_string(c.HV) + " state " + dtype_name(c.state));
-    delta_arena_run(c, seed++);
-    if (::testing::Test::HasFailure()) return;
-  }
+  for (size_t pad : ROW_PADS)
+    for (const delta::Cfg& c : {delta_cfg(DeltaFamily::gdn, 16, 64, DType::f32, DType::bf16),
+                                delta_cfg(DeltaFamily::gdn, 16, 64, DType::bf16, DType::bf16),
+                                delta_cfg(DeltaFamily::kda, 32, 32, DType::f32, DType::f32)}) {
+      SCOPED_TRACE(std::string(delta::fam_name(c.fam)) + " HV" + std::to_string(c.HV) + " state " +
+                   dtype_name(c.state) + " row pad " + std::to_string(pad));
+      delta_arena_run(c, seed++, pad);
+      if (::testing::Test::HasFailure()) return;
+    }
 }
 
 TEST(ArenaPools, DualDeltaFastBackend) {
   uint64_t seed = 35;
-  for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4, ReadFormat::bf16})
-    for (const delta::Cfg& c : {delta_cfg(DeltaFamily::gdn, 16, 64, DType::f32, DType::bf16),
-                                delta_cfg(DeltaFamily::kda, 32, 32, DType::f32, DType::bf16)}) {
-      SCOPED_TRACE(std::string(delta::fam_name(c.fam)) + " read copy " + read_format_name(f));
-      delta_arena_run(c, seed++, f);
-      if (::testing::Test::HasFailure()) return;
-    }
+  for (size_t pad : ROW_PADS)
+    for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4, ReadFormat::bf16})
+      for (const delta::Cfg& c : {delta_cfg(DeltaFamily::gdn, 16, 64, DType::f32, DType::bf16),
+                                  delta_cfg(DeltaFamily::kda, 32, 32, DType::f32, DType::bf16)}) {
+        SCOPED_TRACE(std::string(delta::fam_name(c.fam)) + " read copy " + read_format_name(f) + " row pad " +
+                     std::to_string(pad));
+        delta_arena_run(c, seed++, pad, f);
+        if (::testing::Test::HasFailure()) return;
+      }
 }
 
 // ---------------------------------------------------------------- Mamba-2
 
 // fmt: a dual pool with a read copy of that format.
-void mamba2_arena_run(DType state, DType act, uint32_t seed, std::optional<ReadFormat> fmt = std::nullopt) {
+void mamba2_arena_run(DType state, DType act, uint32_t seed, size_t row_pad, std::optional<ReadFormat> fmt = std::nullopt) {
   using namespace mamba2_test;
   const Shape s{128, 64, 128, 8};
   const int64_t S = 4, L = 8, Tm = 5, B = 3;
@@ -256,7 +268,7 @@ void mamba2_arena_run(DType state, DType act, uint32_t seed, std::optional<ReadF
     copy.reset(DType::u8, {S, s.H, quant_layout(*fmt, s.P, s.N).tile_bytes});
     pieces.push_back(&copy);
   }
-  const Twin tw(S, pieces);
+  const Twin tw(S, pieces, row_pad);
   ASSERT_GE(tw.slot_stride_bytes() * uint64_t(S - 1), uint64_t(1) << 33);
   const Mamba2Pool dp = [&] {
     Mamba2Pool v = pool.view();
@@ -365,29 +377,34 @@ void mamba2_arena_run(DType state, DType act, uint32_t seed, std::optional<ReadF
 }
 
 TEST(ArenaPools, Mamba2FastBackend) {
-  mamba2_arena_run(DType::f32, DType::bf16, 41);
-  if (::testing::Test::HasFailure()) return;
-  mamba2_arena_run(DType::bf16, DType::bf16, 42);
+  uint32_t seed = 41;
+  for (size_t pad : ROW_PADS)
+    for (DType st : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::string("state ") + dtype_name(st) + " row pad " + std::to_string(pad));
+      mamba2_arena_run(st, DType::bf16, seed++, pad);
+      if (::testing::Test::HasFailure()) return;
+    }
 }
 
 TEST(ArenaPools, DualMamba2FastBackend) {
   uint32_t seed = 45;
-  for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4, ReadFormat::bf16}) {
-    SCOPED_TRACE(std::string("read copy ") + read_format_name(f));
-    mamba2_arena_run(DType::f32, DType::bf16, seed++, f);
-    if (::testing::Test::HasFailure()) return;
-  }
+  for (size_t pad : ROW_PADS)
+    for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4, ReadFormat::bf16}) {
+      SCOPED_TRACE(std::string("read copy ") + read_format_name(f) + " row pad " + std::to_string(pad));
+      mamba2_arena_run(DType::f32, DType::bf16, seed++, pad, f);
+      if (::testing::Test::HasFailure()) return;
+    }
 }
 
 // ---------------------------------------------------------------- conv1d
 
 // Conv states of Mamba-2 H128·P64·N128 (dim = H·P + 2·G·N = 10240, W = 4).
-void conv1d_arena_run(DType state, DType act, uint32_t seed) {
+void conv1d_arena_run(DType state, DType act, uint32_t seed, size_t row_pad) {
   const int64_t S = 4, W = 4, Tm = 5, dim = 10240, R = conv1d_state_rows(W, Tm), B = 3;
   std::mt19937 rng(seed);
   HostTensor cs(state, {S, R, dim}), pend(DType::i32, {S});
   cs.fill_normal(rng);
-  const Twin tw(S, {&cs, &pend});
+  const Twin tw(S, {&cs, &pend}, row_pad);
   ASSERT_GE(tw.slot_stride_bytes() * uint64_t(S - 1), uint64_t(1) << 33);
   const Tensor acs = tw.of(cs.t()), apend = tw.of(pend.t());
   HostTensor weight(DType::f32, {dim, W}), bias(DType::f32, {dim});
@@ -434,9 +451,13 @@ void conv1d_arena_run(DType state, DType act, uint32_t seed) {
 }
 
 TEST(ArenaPools, Conv1dFastBackend) {
-  conv1d_arena_run(DType::f32, DType::bf16, 51);
-  if (::testing::Test::HasFailure()) return;
-  conv1d_arena_run(DType::bf16, DType::bf16, 52);
+  uint32_t seed = 51;
+  for (size_t pad : ROW_PADS)
+    for (DType st : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::string("state ") + dtype_name(st) + " row pad " + std::to_string(pad));
+      conv1d_arena_run(st, DType::bf16, seed++, pad);
+      if (::testing::Test::HasFailure()) return;
+    }
 }
 
 }  // namespace

@@ -3,9 +3,9 @@
 // tensor), against the fp64 reference on dense host pools: T = 1 replay
 // steps on the batch-3 and production tiles, the persistent and eager steps,
 // speculative windows, the baseline and snapshot decodes, prefill and the
-// slot operations. A 32-bit address anywhere on a slot's path reads or
-// writes the wrong bytes; the guard bands around every piece must stay
-// untouched.
+// slot operations; and pools whose rows are padded (strides larger than
+// dense). A 32-bit address anywhere on a slot's path reads or writes the
+// wrong bytes; the guard bands around every piece must stay untouched.
 #include <numeric>
 #include <random>
 #include <string>
@@ -58,6 +58,47 @@ TEST(DeltaGpuArena, PersistentStep) {
     const int64_t B = 12, S = 13;
     Pool pool(c, S, 4, 1, rng, true, true);
     replay_steps(c, pool, far_slots(B, S), 1, 6, rng, false);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+// Rows followed by 16 bytes in every pool tensor (every stride but the last
+// larger than dense: the launchers' non-dense paths) at the far slots: T = 1
+// at batch 3 and 40, the persistent step, T = 5 windows at 40 rows, and the
+// baseline decode; the row padding must stay untouched.
+TEST(DeltaGpuArena, PaddedRows) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(907);
+  for (const Cfg& c : {GDN_F32, GDN_BF16, KDA_F32}) {
+    SCOPED_TRACE(name(c));
+    for (int64_t B : {3, 40}) {
+      SCOPED_TRACE(std::to_string(B) + " rows");
+      Pool pool(c, B + 1, 4, 1, rng, true, true, 16);
+      replay_steps(c, pool, far_slots(B, B + 1), 1, 6, rng, false);
+      if (::testing::Test::HasFailure()) return;
+    }
+    {
+      SCOPED_TRACE("persistent");
+      R1PMode on("1");
+      Pool pool(c, 13, 4, 1, rng, true, true, 16);
+      replay_steps(c, pool, far_slots(12, 13), 1, 6, rng, false);
+      if (::testing::Test::HasFailure()) return;
+    }
+    {
+      SCOPED_TRACE("T5");
+      Pool pool(c, 41, 16, 5, rng, true, true, 16);
+      replay_steps(c, pool, far_slots(40, 41), 5, 7, rng, false);
+      if (::testing::Test::HasFailure()) return;
+    }
+    const int64_t B = 40, S = 41;
+    Inputs in(c, {B, 1}, rng);
+    Pool pool(c, S, 0, 0, rng, false, true, 16);
+    const Pair slot = far_slots(B, S);
+    delta_decode(c.f, in.step(false, slot, -1), pool.state.ht(), ref_exec());
+    delta_decode(c.f, in.step(true, slot, -1), pool.state.dt(), cuda_exec());
+    sync();
+    expect_close(in.o.fetch(), in.o.h, tol(c), "decode o");
+    pool.expect_equal(c, "decode");
     if (::testing::Test::HasFailure()) return;
   }
 }

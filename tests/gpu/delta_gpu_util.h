@@ -44,10 +44,11 @@ struct Pair {
   int piece = -1;
   Tensor av;  // the arena view
   void make(DType dt, const std::vector<int64_t>& shape) { h.reset(dt, shape); }
-  // The device copy as a piece of `a` (h made, a not yet allocated).
-  void place(SlotArena& a) {
+  // The device copy as a piece of `a` (h made, a not yet allocated), its
+  // rows followed by row_pad bytes.
+  void place(SlotArena& a, size_t row_pad = 0) {
     arena = &a;
-    piece = a.add(h.t().dtype, std::vector<int64_t>(h.t().shape + 1, h.t().shape + h.t().ndim));
+    piece = a.add(h.t().dtype, std::vector<int64_t>(h.t().shape + 1, h.t().shape + h.t().ndim), row_pad);
   }
   void upload() {
     if (arena) {
@@ -155,7 +156,8 @@ struct Inputs {
 
 // Replay pool (or a baseline pool with only the state). in_arena: every
 // device tensor a piece of one SlotArena (slot-major, the last slots past
-// 2^31 elements) instead of its own dense allocation.
+// 2^31 elements) instead of its own dense allocation, its rows followed by
+// row_pad bytes.
 struct Pool {
   Pair state, rd, rk, rks, rg, cur;
   int64_t L = 0;
@@ -163,7 +165,8 @@ struct Pool {
   std::unique_ptr<SlotArena> arena;
 
   template <class Rng>
-  Pool(const Cfg& c, int64_t S, int64_t L_, int64_t T_max, Rng& rng, bool with_rings = true, bool in_arena = false)
+  Pool(const Cfg& c, int64_t S, int64_t L_, int64_t T_max, Rng& rng, bool with_rings = true, bool in_arena = false,
+       size_t row_pad = 0)
       : L(L_), rings(with_rings) {
     const Shape& s = c.s;
     state.make(c.state, {S, s.HV, s.V, s.K});
@@ -184,7 +187,7 @@ struct Pool {
     }
     if (in_arena) {
       arena = std::make_unique<SlotArena>(S, cuda_arena_memory());
-      for (Pair* p : pairs()) p->place(*arena);
+      for (Pair* p : pairs()) p->place(*arena, row_pad);
       arena->allocate();
     }
     for (Pair* p : pairs()) p->upload();

@@ -171,8 +171,13 @@ inline ArenaMemory cuda_arena_memory() {
     return cudaMalloc(&p, n) == cudaSuccess ? p : nullptr;
   };
   m.release = [](void* p, size_t) { cudaFree(p); };
-  m.write = [](void* a, const void* h, size_t n) { cudaMemcpy(a, h, n, cudaMemcpyHostToDevice); };
-  m.read = [](void* h, const void* a, size_t n) { cudaMemcpy(h, a, n, cudaMemcpyDeviceToHost); };
+  m.fill = [](void* a, int byte, size_t n) { cudaMemset(a, byte, n); };
+  m.write2d = [](void* a, size_t pitch, const void* h, size_t width, size_t rows) {
+    cudaMemcpy2D(a, pitch, h, width, width, rows, cudaMemcpyHostToDevice);
+  };
+  m.read2d = [](void* h, const void* a, size_t pitch, size_t width, size_t rows) {
+    cudaMemcpy2D(h, width, a, pitch, width, rows, cudaMemcpyDeviceToHost);
+  };
   return m;
 }
 

@@ -3,8 +3,9 @@
 // tensor), against the fp64 reference on dense host pools: T = 1 replay
 // steps on the batch-3 and production tiles, eager steps, speculative
 // windows, the baseline and snapshot decodes, prefill and the slot
-// operations. A 32-bit address anywhere on a slot's path reads or writes the
-// wrong bytes; the guard bands around every piece must stay untouched.
+// operations; and pools whose rows are padded (strides larger than dense).
+// A 32-bit address anywhere on a slot's path reads or writes the wrong
+// bytes; the guard bands around every piece must stay untouched.
 #include <random>
 #include <string>
 #include <vector>
@@ -49,6 +50,36 @@ TEST(Mamba2GpuArena, ReplaySteps) {
       replay_steps(rng, pool, far_rows(B, S), H128, d, 7, name(d) + " T" + std::to_string(T), T);
       if (::testing::Test::HasFailure()) return;
     }
+  }
+}
+
+// Rows followed by 16 bytes in every pool tensor (every stride but the last
+// larger than dense: the launchers' non-dense paths) at the far slots: T = 1
+// at batch 3 and 40, T = 5 windows at 40 rows, and the baseline decode; the
+// row padding must stay untouched.
+TEST(Mamba2GpuArena, PaddedRows) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(915);
+  for (const Dtypes& d : {F32, BF16}) {
+    for (int64_t B : {3, 40}) {
+      Pool pool(rng, B + 1, H128, d, 4, 1, true, 16);
+      replay_steps(rng, pool, far_rows(B, B + 1), H128, d, 6, name(d) + " padded T1 " + std::to_string(B) + " rows");
+      if (::testing::Test::HasFailure()) return;
+    }
+    Pool pool(rng, 41, H128, d, 16, 5, true, 16);
+    replay_steps(rng, pool, far_rows(40, 41), H128, d, 7, name(d) + " padded T5", 5);
+    if (::testing::Test::HasFailure()) return;
+    const double t = tol(d.state, d.act);
+    Pool dpool(rng, 41, H128, d, 4, 1, true, 16);
+    Step st(rng, 40, 1, H128, d, far_rows(40, 41), false, dpool.layer);
+    mamba2_decode(st.host(), dpool.state, ref_exec());
+    DeviceStatus ds;
+    mamba2_decode(st.dev(), dpool.dev_state(), ds.exec());
+    EXPECT_EQ(ds.read(), 0);
+    EXPECT_LE(err(download(st.dy), st.y), t) << name(d) << " padded decode";
+    EXPECT_LE(err(dpool.fetch(0), dpool.state), t) << name(d) << " padded decode state";
+    dpool.arena->expect_guards("padded decode");
+    if (::testing::Test::HasFailure()) return;
   }
 }
 

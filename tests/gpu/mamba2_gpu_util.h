@@ -97,7 +97,8 @@ struct Step {
 
 // A replay pool on host and device with identical bytes. in_arena: the
 // device tensors are pieces of one SlotArena (slot-major, the last slots
-// past 2^31 elements) instead of the dense dstate … dcursor.
+// past 2^31 elements, rows followed by row_pad bytes) instead of the dense
+// dstate … dcursor.
 struct Pool {
   Layer layer;
   HostTensor state, rx, rdt, rB, cursor;
@@ -105,7 +106,8 @@ struct Pool {
   int64_t L;
   std::unique_ptr<SlotArena> arena;
   Tensor av[5];  // arena views of state, rx, rdt, rB, cursor
-  Pool(std::mt19937& rng, int64_t S, const Shape& s, const Dtypes& d, int64_t L_, int64_t T_max, bool in_arena = false)
+  Pool(std::mt19937& rng, int64_t S, const Shape& s, const Dtypes& d, int64_t L_, int64_t T_max, bool in_arena = false,
+       size_t row_pad = 0)
       : layer(rng, s.H), state(d.state, {S, s.H, s.P, s.N}), rx(d.act, {S, L_ + T_max, s.H, s.P}),
         rdt(DType::f32, {S, L_ + T_max, s.H}), rB(d.act, {S, L_ + T_max, s.G, s.N}),
         cursor(DType::i32, {S, 3}), L(L_) {
@@ -115,7 +117,7 @@ struct Pool {
     if (in_arena) {
       arena = std::make_unique<SlotArena>(S, cuda_arena_memory());
       for (const HostTensor* h : hosts())
-        arena->add(h->t().dtype, std::vector<int64_t>(h->t().shape + 1, h->t().shape + h->t().ndim));
+        arena->add(h->t().dtype, std::vector<int64_t>(h->t().shape + 1, h->t().shape + h->t().ndim), row_pad);
       arena->allocate();
     }
     upload();
