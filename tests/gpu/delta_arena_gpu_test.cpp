@@ -34,6 +34,31 @@ Pair far_slots(int64_t B, int64_t S) {
   return p;
 }
 
+// `steps` replay steps of T tokens (L, random acceptances when T > 1) of B
+// rows on the far slots of an arena pool of B + 1 slots, rows followed by
+// row_pad bytes; outputs every step and the pool at the end against the
+// reference (replay_steps).
+void arena_steps(const Cfg& c, int64_t B, int64_t L, int64_t T, int steps, size_t row_pad, std::mt19937& rng) {
+  SCOPED_TRACE(name(c) + " " + std::to_string(B) + " rows T" + std::to_string(T) + " row pad " +
+               std::to_string(row_pad));
+  Pool pool(c, B + 1, L, T, rng, true, true, row_pad);
+  replay_steps(c, pool, far_slots(B, B + 1), T, steps, rng, false);
+}
+
+// The baseline decode of B rows of T tokens on the far slots of an arena
+// state pool of B + 1 slots (rows followed by row_pad bytes).
+void arena_decode(const Cfg& c, int64_t B, int64_t T, size_t row_pad, std::mt19937& rng) {
+  SCOPED_TRACE(name(c) + " decode T" + std::to_string(T) + " row pad " + std::to_string(row_pad));
+  Inputs in(c, {B, T}, rng);
+  Pool pool(c, B + 1, 0, 0, rng, false, true, row_pad);
+  const Pair slot = far_slots(B, B + 1);
+  delta_decode(c.f, in.step(false, slot, -1), pool.state.ht(), ref_exec());
+  delta_decode(c.f, in.step(true, slot, -1), pool.state.dt(), cuda_exec());
+  sync();
+  expect_close(in.o.fetch(), in.o.h, tol(c), "decode o");
+  pool.expect_equal(c, "decode");
+}
+
 // T = 1 steps with flushes (L = 4), at batch 3 (split tiles) and 40
 // (production tiles), and through the persistent step.
 TEST(DeltaGpuArena, ReplayT1) {
@@ -41,10 +66,7 @@ TEST(DeltaGpuArena, ReplayT1) {
   std::mt19937 rng(901);
   for (const Cfg& c : {GDN_F32, GDN_BF16, KDA_F32, KDA_BF16})
     for (int64_t B : {3, 40}) {
-      SCOPED_TRACE(name(c) + " " + std::to_string(B) + " rows");
-      const int64_t S = B + 1;
-      Pool pool(c, S, 4, 1, rng, true, true);
-      replay_steps(c, pool, far_slots(B, S), 1, 6, rng, false);
+      arena_steps(c, B, 4, 1, 6, 0, rng);
       if (::testing::Test::HasFailure()) return;
     }
 }
@@ -54,10 +76,7 @@ TEST(DeltaGpuArena, PersistentStep) {
   R1PMode on("1");
   std::mt19937 rng(902);
   for (const Cfg& c : {GDN_F32, GDN_BF16, KDA_F32}) {
-    SCOPED_TRACE(name(c));
-    const int64_t B = 12, S = 13;
-    Pool pool(c, S, 4, 1, rng, true, true);
-    replay_steps(c, pool, far_slots(B, S), 1, 6, rng, false);
+    arena_steps(c, 12, 4, 1, 6, 0, rng);
     if (::testing::Test::HasFailure()) return;
   }
 }
@@ -70,35 +89,13 @@ TEST(DeltaGpuArena, PaddedRows) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(907);
   for (const Cfg& c : {GDN_F32, GDN_BF16, KDA_F32}) {
-    SCOPED_TRACE(name(c));
-    for (int64_t B : {3, 40}) {
-      SCOPED_TRACE(std::to_string(B) + " rows");
-      Pool pool(c, B + 1, 4, 1, rng, true, true, 16);
-      replay_steps(c, pool, far_slots(B, B + 1), 1, 6, rng, false);
-      if (::testing::Test::HasFailure()) return;
-    }
+    for (int64_t B : {3, 40}) arena_steps(c, B, 4, 1, 6, 16, rng);
     {
-      SCOPED_TRACE("persistent");
       R1PMode on("1");
-      Pool pool(c, 13, 4, 1, rng, true, true, 16);
-      replay_steps(c, pool, far_slots(12, 13), 1, 6, rng, false);
-      if (::testing::Test::HasFailure()) return;
+      arena_steps(c, 12, 4, 1, 6, 16, rng);
     }
-    {
-      SCOPED_TRACE("T5");
-      Pool pool(c, 41, 16, 5, rng, true, true, 16);
-      replay_steps(c, pool, far_slots(40, 41), 5, 7, rng, false);
-      if (::testing::Test::HasFailure()) return;
-    }
-    const int64_t B = 40, S = 41;
-    Inputs in(c, {B, 1}, rng);
-    Pool pool(c, S, 0, 0, rng, false, true, 16);
-    const Pair slot = far_slots(B, S);
-    delta_decode(c.f, in.step(false, slot, -1), pool.state.ht(), ref_exec());
-    delta_decode(c.f, in.step(true, slot, -1), pool.state.dt(), cuda_exec());
-    sync();
-    expect_close(in.o.fetch(), in.o.h, tol(c), "decode o");
-    pool.expect_equal(c, "decode");
+    arena_steps(c, 40, 16, 5, 7, 16, rng);
+    arena_decode(c, 40, 1, 16, rng);
     if (::testing::Test::HasFailure()) return;
   }
 }
@@ -135,148 +132,40 @@ TEST(DeltaGpuArena, EagerSteps) {
   }
 }
 
-// Speculative windows (T = 5 and 8, L = 16, random acceptances committed by
-// the next step): rows flush at different steps.
+// Speculative windows (T = 5 at 40 rows, T = 8 at 3, L = 16, random
+// acceptances committed by the next step): rows flush at different steps.
 TEST(DeltaGpuArena, SpeculativeWindows) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(903);
   for (const Cfg& c : {GDN_F32, KDA_F32, GDN_BF16})
     for (int64_t T : {5, 8}) {
-      const int64_t B = T == 5 ? 40 : 3, S = B + 1;
-      SCOPED_TRACE(name(c) + " T" + std::to_string(T) + " " + std::to_string(B) + " rows");
-      Pool pool(c, S, 16, T, rng, true, true);
-      replay_steps(c, pool, far_slots(B, S), T, 7, rng, false);
+      arena_steps(c, T == 5 ? 40 : 3, 16, T, 7, 0, rng);
       if (::testing::Test::HasFailure()) return;
     }
 }
 
-// The baseline decode (40 rows, T = 1 and 2) and the snapshot decode (8 rows
-// of 5 tokens, every token's state in its own slot of the arena).
+// The baseline decode (40 rows, T = 1 and 2) and the snapshot decode
+// (delta_gpu_util.h snapshot_run, the snapshots on the far slots).
 TEST(DeltaGpuArena, DecodeAndSnapshot) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(904);
   for (const Cfg& c : {GDN_F32, KDA_F32, GDN_BF16}) {
     SCOPED_TRACE(name(c));
-    for (int64_t T : {1, 2}) {
-      const int64_t B = 40, S = 41;
-      Inputs in(c, {B, T}, rng);
-      Pool pool(c, S, 0, 0, rng, false, true);
-      const Pair slot = far_slots(B, S);
-      delta_decode(c.f, in.step(false, slot, -1), pool.state.ht(), ref_exec());
-      delta_decode(c.f, in.step(true, slot, -1), pool.state.dt(), cuda_exec());
-      sync();
-      expect_close(in.o.fetch(), in.o.h, tol(c), "decode o");
-      pool.expect_equal(c, "decode");
-    }
-    const int64_t B = 8, T = 5, S = B * T + 1;
-    Inputs in(c, {B, T}, rng);
-    Pool pool(c, S, 0, 0, rng, false, true);
-    Pair idx, acc;
-    idx.make(DType::i64, {B, T});
-    acc.make(DType::i32, {B});
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t t = 0; t < T; ++t) idx.h.set(b * T + t, double(S - 1 - (b * T + t)));  // the far slots first
-      acc.h.set(b, double(1 + int64_t(rng() % T)));
-    }
-    idx.h.set(1 * T + 0, -1);  // row 1 is a pad row
-    idx.upload();
-    acc.upload();
-    Pair none;
-    delta_snapshot_decode(c.f, in.step(false, none, -1), pool.state.ht(), idx.ht(), acc.ht(), ref_exec());
-    delta_snapshot_decode(c.f, in.step(true, none, -1), pool.state.dt(), idx.dt(), acc.dt(), cuda_exec());
-    sync();
-    expect_close(in.o.fetch(), in.o.h, tol(c), "snapshot o");
-    pool.expect_equal(c, "snapshot");
+    for (int64_t T : {1, 2}) arena_decode(c, 40, T, 0, rng);
+    snapshot_run(c, rng, true);
     if (::testing::Test::HasFailure()) return;
   }
 }
 
-// Prefill (from the committed state and from zero, an empty prompt, a pad
-// row), then materialize, commit of a pending window, flush, copy and reset
-// between the far slots and the near ones, and a step after them.
+// Prefill and the slot operations (delta_gpu_util.h prefill_run,
+// slot_ops_run) with the pool in an arena and the rows on its last slots.
 TEST(DeltaGpuArena, PrefillAndSlotOps) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(905);
   for (const Cfg& c : {GDN_F32, KDA_F32, GDN_BF16}) {
     SCOPED_TRACE(name(c));
-    const int64_t S = 6, L = 8, T = 3, B = 4;
-    Pool pool(c, S, L, T, rng, true, true);
-    const Pair slot = far_slots(B, S);  // slots 5, pad, 3, 2 with S = 6
-    Pair rows4;
-    rows4.h = index_tensor({5, 4, 3, 2});
-    rows4.upload();
-    for (int i = 0; i < 3; ++i) {  // committed records
-      Inputs st(c, {B, 1}, rng);
-      delta_replay_step(c.f, st.step(false, rows4, -1), pool.view(false), Tensor{}, true, ref_exec());
-      delta_replay_step(c.f, st.step(true, rows4, -1), pool.view(true), Tensor{}, true, cuda_exec());
-    }
-    const std::vector<int64_t> cu = {0, 6, 6, 19, 23};  // an empty prompt, a pad row
-    Inputs pin(c, {cu.back()}, rng);
-    Pair cus, pslot, init;
-    cus.h = index_tensor(cu);
-    cus.upload();
-    pslot.h = index_tensor({5, 4, -1, 3});
-    pslot.upload();
-    init.h = index_tensor({1, 0, 0, 1});
-    init.upload();
-    delta_prefill(c.f, pin.prefill(false, cus, pslot, init), pool.view(false), ref_exec());
-    delta_prefill(c.f, pin.prefill(true, cus, pslot, init), pool.view(true), cuda_exec());
-    sync();
-    expect_close(pin.o.fetch(), pin.o.h, tol(c), "prefill o");
-    pool.expect_equal(c, "prefill");
-    // a committed step, then a pending window
-    for (int i = 0; i < 2; ++i) {
-      Inputs st(c, {B, T}, rng);
-      delta_replay_step(c.f, st.step(false, rows4, -1), pool.view(false), Tensor{}, i == 0, ref_exec());
-      delta_replay_step(c.f, st.step(true, rows4, -1), pool.view(true), Tensor{}, i == 0, cuda_exec());
-      sync();
-      expect_close(st.o.fetch(), st.o.h, tol(c), "window o");
-    }
-    Pair out;
-    out.make(DType::f32, {B, c.s.HV, c.s.V, c.s.K});
-    out.h.fill_nan();
-    out.upload();
-    delta_materialize(c.f, pool.view(false), slot.ht(), -1, out.ht(), ref_exec());
-    delta_materialize(c.f, pool.view(true), slot.dt(), -1, out.dt(), cuda_exec());
-    sync();
-    expect_close(out.fetch(), out.h, tol(c), "materialize");
-    Pair acc;
-    acc.make(DType::i32, {B});
-    for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % T)));
-    acc.upload();
-    delta_commit(c.f, pool.view(false), rows4.ht(), -1, acc.ht(), ref_exec());
-    delta_commit(c.f, pool.view(true), rows4.dt(), -1, acc.dt(), cuda_exec());
-    delta_flush(c.f, pool.view(false), slot.ht(), -1, ref_exec());
-    delta_flush(c.f, pool.view(true), slot.dt(), -1, cuda_exec());
-    sync();
-    pool.expect_equal(c, "commit / flush");
-    Pair src, dst;
-    src.h = index_tensor({5, 1});
-    src.upload();
-    dst.h = index_tensor({0, 4});
-    dst.upload();
-    delta_copy_slot(c.f, pool.view(false), src.ht(), dst.ht(), -1, ref_exec());
-    delta_copy_slot(c.f, pool.view(true), src.dt(), dst.dt(), -1, cuda_exec());
-    Pair back_src, back_dst;  // and from a near slot to the farthest
-    back_src.h = index_tensor({2});
-    back_src.upload();
-    back_dst.h = index_tensor({5});
-    back_dst.upload();
-    delta_copy_slot(c.f, pool.view(false), back_src.ht(), back_dst.ht(), -1, ref_exec());
-    delta_copy_slot(c.f, pool.view(true), back_src.dt(), back_dst.dt(), -1, cuda_exec());
-    Pair rs;
-    rs.h = index_tensor({3});
-    rs.upload();
-    delta_reset_slot(c.f, pool.view(false), rs.ht(), -1, ref_exec());
-    delta_reset_slot(c.f, pool.view(true), rs.dt(), -1, cuda_exec());
-    sync();
-    pool.expect_equal(c, "copy / reset");
-    Inputs st(c, {B, 1}, rng);
-    delta_replay_step(c.f, st.step(false, rows4, -1), pool.view(false), Tensor{}, true, ref_exec());
-    delta_replay_step(c.f, st.step(true, rows4, -1), pool.view(true), Tensor{}, true, cuda_exec());
-    sync();
-    expect_close(st.o.fetch(), st.o.h, tol(c), "o after slot ops");
-    pool.expect_equal(c, "after slot ops");
+    prefill_run(c, rng, true);
+    slot_ops_run(c, rng, true);
     if (::testing::Test::HasFailure()) return;
   }
 }

@@ -56,30 +56,7 @@ TEST(DeltaGpu, SnapshotDecode) {
   std::mt19937 rng(2);
   for (const Cfg& c : configs()) {
     SCOPED_TRACE(name(c));
-    const int64_t B = 3, T = 4, S = B * T + 2;
-    Inputs in(c, {B, T}, rng);
-    Pool pool(c, S, 0, 0, rng, false);
-    std::vector<int64_t> ids(static_cast<size_t>(S));
-    std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), rng);
-    Pair idx, acc;
-    idx.make(DType::i64, {B, T});
-    acc.make(DType::i32, {B});
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t t = 0; t < T; ++t) idx.h.set(b * T + t, double(ids[size_t(b * T + t)]));
-      acc.h.set(b, double(1 + int64_t(rng() % T)));
-    }
-    idx.h.set(1 * T + 0, -1);  // row 1 is a pad row
-    idx.h.set(2 * T + 3, -1);  // row 2 skips its last snapshot
-    acc.h.set(2, 2);
-    idx.upload();
-    acc.upload();
-    Pair none;
-    delta_snapshot_decode(c.f, in.step(false, none, -1), pool.state.ht(), idx.ht(), acc.ht(), ref_exec());
-    delta_snapshot_decode(c.f, in.step(true, none, -1), pool.state.dt(), idx.dt(), acc.dt(), cuda_exec());
-    sync();
-    expect_close(in.o.fetch(), in.o.h, tol(c), "o");
-    pool.expect_equal(c, "snapshot");
+    snapshot_run(c, rng);
   }
 }
 
@@ -900,30 +877,7 @@ TEST(DeltaGpu, Prefill) {
   std::mt19937 rng(3);
   for (const Cfg& c : configs()) {
     SCOPED_TRACE(name(c));
-    const int64_t S = 6, L = 8;
-    Pool pool(c, S, L, 2, rng);
-    // Give the slots committed records first.
-    Pair slot4 = make_slots(4, S, -1, -1, rng);
-    for (int i = 0; i < 5; ++i) {
-      Inputs st(c, {4, 1}, rng);
-      delta_replay_step(c.f, st.step(false, slot4, -1), pool.view(false), Tensor{}, true, ref_exec());
-      delta_replay_step(c.f, st.step(true, slot4, -1), pool.view(true), Tensor{}, true, cuda_exec());
-    }
-    const std::vector<int64_t> cu = {0, 5, 5, 17, 20};  // an empty prompt, a pad row
-    Inputs in(c, {cu.back()}, rng);
-    Pair cus, slot, init;
-    cus.h = index_tensor(cu);
-    cus.upload();
-    slot.h = index_tensor({int64_t(slot4.h.get(0)), int64_t(slot4.h.get(1)), -1,
-                           int64_t(slot4.h.get(3))});
-    slot.upload();
-    init.h = index_tensor({1, 0, 0, 1});
-    init.upload();
-    delta_prefill(c.f, in.prefill(false, cus, slot, init), pool.view(false), ref_exec());
-    delta_prefill(c.f, in.prefill(true, cus, slot, init), pool.view(true), cuda_exec());
-    sync();
-    expect_close(in.o.fetch(), in.o.h, tol(c), "o");
-    pool.expect_equal(c, "prefill");
+    prefill_run(c, rng);
   }
 }
 
@@ -1075,62 +1029,7 @@ TEST(DeltaGpu, SlotOps) {
   std::mt19937 rng(4);
   for (const Cfg& c : configs()) {
     SCOPED_TRACE(name(c));
-    const int64_t S = 6, L = 8, T = 3, B = 4;
-    Pool pool(c, S, L, T, rng);
-    Pair slot = make_slots(B, S, -1, -1, rng);
-    for (int i = 0; i < 2; ++i) {  // committed records plus a pending window
-      Inputs st(c, {B, T}, rng);
-      delta_replay_step(c.f, st.step(false, slot, -1), pool.view(false), Tensor{}, i == 0, ref_exec());
-      delta_replay_step(c.f, st.step(true, slot, -1), pool.view(true), Tensor{}, i == 0, cuda_exec());
-    }
-    // materialize (pending ignored), f32 and f64 out, with a pad entry
-    Pair ms = make_slots(3, S, -1, -1, rng);
-    ms.h.set(1, -1);
-    ms.upload();
-    for (DType odt : {DType::f32, DType::f64, DType::bf16}) {
-      Pair out;
-      out.make(odt, {3, c.s.HV, c.s.V, c.s.K});
-      out.h.fill_nan();
-      out.upload();
-      delta_materialize(c.f, pool.view(false), ms.ht(), -1, out.ht(), ref_exec());
-      delta_materialize(c.f, pool.view(true), ms.dt(), -1, out.dt(), cuda_exec());
-      sync();
-      expect_close(out.fetch(), out.h, std::max(tol(c), tolerance(odt)), std::string("materialize ") + dtype_name(odt));
-    }
-    // commit with random counts, then flush
-    Pair acc;
-    acc.make(DType::i64, {B});
-    for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % T)));
-    acc.upload();
-    delta_commit(c.f, pool.view(false), slot.ht(), -1, acc.ht(), ref_exec());
-    delta_commit(c.f, pool.view(true), slot.dt(), -1, acc.dt(), cuda_exec());
-    sync();
-    pool.expect_equal(c, "commit");
-    delta_flush(c.f, pool.view(false), slot.ht(), -1, ref_exec());
-    delta_flush(c.f, pool.view(true), slot.dt(), -1, cuda_exec());
-    sync();
-    pool.expect_equal(c, "flush");
-    // copy and reset
-    Pair src = make_slots(2, S, -1, -1, rng), dst;
-    std::vector<int64_t> rest;
-    for (int64_t s = 0; s < S; ++s)
-      if (s != int64_t(src.h.get(0)) && s != int64_t(src.h.get(1))) rest.push_back(s);
-    dst.h = index_tensor({rest[0], rest[1]});
-    dst.upload();
-    delta_copy_slot(c.f, pool.view(false), src.ht(), dst.ht(), -1, ref_exec());
-    delta_copy_slot(c.f, pool.view(true), src.dt(), dst.dt(), -1, cuda_exec());
-    delta_reset_slot(c.f, pool.view(false), src.ht(), -1, ref_exec());
-    delta_reset_slot(c.f, pool.view(true), src.dt(), -1, cuda_exec());
-    sync();
-    pool.expect_equal(c, "copy/reset");
-    // one more step on all slots after the slot operations
-    Pair all = make_slots(B, S, -1, -1, rng);
-    Inputs st(c, {B, 1}, rng);
-    delta_replay_step(c.f, st.step(false, all, -1), pool.view(false), Tensor{}, true, ref_exec());
-    delta_replay_step(c.f, st.step(true, all, -1), pool.view(true), Tensor{}, true, cuda_exec());
-    sync();
-    expect_close(st.o.fetch(), st.o.h, tol(c), "o after slot ops");
-    pool.expect_equal(c, "after slot ops");
+    slot_ops_run(c, rng);
     if (::testing::Test::HasFailure()) return;
   }
 }

@@ -1,10 +1,15 @@
 // GPU test helpers: device copies of HostTensors; tests skip without a GPU.
 #pragma once
 #include <cuda_runtime_api.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
@@ -162,15 +167,58 @@ inline HostTensor slot_slice(const Tensor& t, int64_t slot, bool on_device) {
   return h;
 }
 
-// A SlotArena's bytes in device memory.
+// Device arenas held at once by all test processes of the machine (the
+// shards scripts/gpu_check.sh runs side by side): each holds ~8 GiB, so at
+// most ARENA_SLOTS of them, one flock()ed file in /tmp each; a reserve waits
+// for a free one.
+inline constexpr int ARENA_SLOTS = 4;
+struct ArenaLocks {
+  std::mutex m;
+  std::map<void*, int> fd_of;  // arena → its lock file
+  static ArenaLocks& get() {
+    static ArenaLocks l;
+    return l;
+  }
+  static int acquire() {
+    for (;;) {
+      for (int i = 0; i < ARENA_SLOTS; ++i) {
+        const std::string path = "/tmp/replayssm_gpu_arena_" + std::to_string(i) + ".lock";
+        const int fd = open(path.c_str(), O_CREAT | O_RDWR, 0666);
+        if (fd < 0) return -1;  // no lock available: go ahead unlimited
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+        close(fd);
+      }
+      usleep(50 * 1000);
+    }
+  }
+};
+
+// A SlotArena's bytes in device memory (one of ARENA_SLOTS at a time).
 inline ArenaMemory cuda_arena_memory() {
   ArenaMemory m;
   m.device = Device::cuda;
   m.reserve = [](size_t n) -> void* {
+    const int fd = ArenaLocks::acquire();
     void* p = nullptr;
-    return cudaMalloc(&p, n) == cudaSuccess ? p : nullptr;
+    if (cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
+    if (!p) {
+      if (fd >= 0) close(fd);
+      return nullptr;
+    }
+    ArenaLocks& l = ArenaLocks::get();
+    std::lock_guard<std::mutex> g(l.m);
+    l.fd_of[p] = fd;
+    return p;
   };
-  m.release = [](void* p, size_t) { cudaFree(p); };
+  m.release = [](void* p, size_t) {
+    cudaFree(p);
+    ArenaLocks& l = ArenaLocks::get();
+    std::lock_guard<std::mutex> g(l.m);
+    const auto it = l.fd_of.find(p);
+    if (it == l.fd_of.end()) return;
+    if (it->second >= 0) close(it->second);  // closing the file releases its lock
+    l.fd_of.erase(it);
+  };
   m.fill = [](void* a, int byte, size_t n) { cudaMemset(a, byte, n); };
   m.write2d = [](void* a, size_t pitch, const void* h, size_t width, size_t rows) {
     cudaMemcpy2D(a, pitch, h, width, width, rows, cudaMemcpyHostToDevice);

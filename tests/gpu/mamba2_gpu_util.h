@@ -234,4 +234,118 @@ inline double replay_run(std::mt19937& rng, const Shape& s, const Dtypes& d, int
   return replay_steps(rng, pool, rows, s, d, steps, what, T, oracle);
 }
 
+// Slots of a test's layout on a pool of S: s itself, or S − 1 − s when the
+// pool is in an arena (its far slots).
+inline std::vector<int64_t> layout_slots(std::vector<int64_t> v, int64_t S, bool in_arena) {
+  if (in_arena)
+    for (int64_t& x : v)
+      if (x >= 0) x = S - 1 - x;
+  return v;
+}
+
+// The snapshot decode of 3 rows of 4 tokens on a pool of 9 slots (row 1 a
+// pad row), outputs and every state against the reference. in_arena: the
+// pool in a SlotArena, its slots mirrored (layout_slots).
+inline void snapshot_run(std::mt19937& rng, const Shape& s, const Dtypes& d, bool in_arena = false) {
+  const int64_t T = 4, S = 9;
+  Pool pool(rng, S, s, d, 4, 1, in_arena);
+  HostTensor idx = index_tensor(layout_slots({0, 1, 2, 3, -1, 5, 5, 5, 4, 5, 6, 7}, S, in_arena));
+  idx.t().ndim = 2; idx.t().shape[0] = 3; idx.t().shape[1] = T; idx.t().stride[0] = T; idx.t().stride[1] = 1;
+  const DeviceTensor didx(idx);
+  HostTensor acc = index_tensor({3, 1, 2});
+  const DeviceTensor dacc(acc);
+  Step st(rng, 3, T, s, d, {0, 0, 0}, true, pool.layer);
+  mamba2_snapshot_decode(st.host(), pool.state, idx, acc, ref_exec());
+  DeviceStatus ds;
+  mamba2_snapshot_decode(st.dev(), pool.dev_state(), didx, dacc, ds.exec());
+  EXPECT_EQ(ds.read(), 0);
+  const double t = tol(d.state, d.act);
+  const HostTensor y = download(st.dy);
+  EXPECT_LE(err(y, st.y), t) << name(d);
+  expect_pad_zero(y, 1, T * s.H * s.P, "snapshot");
+  EXPECT_LE(err(pool.fetch(0), pool.state), t) << name(d) << " snapshot states";
+  if (pool.arena) pool.arena->expect_guards("snapshot");
+}
+
+// Varlen prefill on a pool of 5 slots holding committed records: from zero,
+// from the current state, a pad row and an empty prompt; outputs and the
+// pool against the reference. in_arena: the pool in a SlotArena, its slots
+// mirrored (layout_slots).
+inline void prefill_run(std::mt19937& rng, const Shape& s, const Dtypes& d, bool in_arena = false) {
+  const int64_t S = 5;
+  const double t = tol(d.state, d.act);
+  Pool pool(rng, S, s, d, 8, 1, in_arena);
+  for (int step = 0; step < 5; ++step) {  // committed records on four slots
+    Step st(rng, 4, 1, s, d, layout_slots({0, 1, 2, 3}, S, in_arena), false, pool.layer);
+    mamba2_replay_step(st.host(), pool.host(), Tensor{}, true, ref_exec());
+    mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, Exec{Backend::cuda});
+  }
+  const std::vector<int64_t> cu = {0, 37, 37, 42, 61};
+  const int64_t tokens = cu.back();
+  Step st(rng, 1, tokens, s, d, {0}, true, pool.layer);  // [1, tokens, ...] viewed as [tokens, ...]
+  HostTensor cuh = index_tensor(cu), slots = index_tensor(layout_slots({3, 0, -1, 1}, S, in_arena)),
+             init = index_tensor({0, 1, 1, 1});
+  const DeviceTensor dcu(cuh), dslots(slots), dinit(init);
+  Mamba2Prefill hp{flat(st.x), flat(st.dt), flat(st.Bm), flat(st.Cm), flat(st.z), st.A, st.dt_bias, st.D, true, cuh, slots, -1, init, flat(st.y)};
+  Mamba2Prefill dp{flat(st.dx), flat(st.ddt), flat(st.dB), flat(st.dC), flat(st.dz), st.dA, st.dbias, st.dD, true, dcu, dslots, -1, dinit, flat(st.dy)};
+  mamba2_prefill(hp, pool.host(), ref_exec());
+  DeviceStatus ds;
+  mamba2_prefill(dp, pool.dev(), ds.exec());
+  EXPECT_EQ(ds.read(), 0);
+  const HostTensor y = download(st.dy);
+  EXPECT_LE(err(y, st.y), t) << name(d) << " prefill outputs";
+  for (int64_t i = 37 * s.H * s.P; i < 42 * s.H * s.P; ++i)
+    if (y.get(i) != 0.0) { ADD_FAILURE() << "pad prompt output not zero"; break; }
+  pool.expect_match(t, "prefill " + name(d));
+}
+
+// Slot operations on a pool of 6 slots: materialize (f32 / f64 / bf16 out, a
+// pad entry), flush, copy, reset, then steps on the copied and reset slots;
+// every result against the reference. in_arena: the pool in a SlotArena,
+// its slots mirrored (layout_slots).
+inline void slot_ops_run(std::mt19937& rng, const Shape& s, const Dtypes& d, bool in_arena = false) {
+  const int64_t S = 6;
+  auto at = [&](std::vector<int64_t> v) { return layout_slots(std::move(v), S, in_arena); };
+  const double t = tol(d.state, d.act);
+  Pool pool(rng, S, s, d, 8, 2, in_arena);
+  for (int step = 0; step < 6; ++step) {
+    Step st(rng, 3, 1, s, d, at({0, 2, 5}), false, pool.layer);
+    mamba2_replay_step(st.host(), pool.host(), Tensor{}, true, ref_exec());
+    mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, Exec{Backend::cuda});
+  }
+  HostTensor slots = index_tensor(at({5, -1, 2, 0}));
+  const DeviceTensor dslots(slots);
+  for (DType od : {DType::f32, DType::f64, DType::bf16}) {
+    HostTensor out(od, {4, s.H, s.P, s.N});
+    out.fill(0.0);
+    DeviceTensor dout(out);
+    mamba2_materialize(pool.host(), slots, -1, out, ref_exec());
+    mamba2_materialize(pool.dev(), dslots, -1, dout, Exec{Backend::cuda});
+    EXPECT_LE(err(download(dout), out), tol(d.state, od == DType::f64 ? DType::f32 : od)) << "materialize";
+  }
+  HostTensor fl = index_tensor(at({2, -1}));
+  const DeviceTensor dfl(fl);
+  mamba2_flush(pool.host(), fl, -1, ref_exec());
+  mamba2_flush(pool.dev(), dfl, -1, Exec{Backend::cuda});
+  pool.expect_match(t, "flush");
+  HostTensor src = index_tensor(at({0, 5})), dst = index_tensor(at({1, 3}));
+  const DeviceTensor dsrc(src), ddst(dst);
+  mamba2_copy_slot(pool.host(), src, dst, -1, Exec{Backend::cpu});
+  mamba2_copy_slot(pool.dev(), dsrc, ddst, -1, Exec{Backend::cuda});
+  pool.expect_match(t, "copy");
+  HostTensor rs = index_tensor(at({5}));
+  const DeviceTensor drs(rs);
+  mamba2_reset_slot(pool.host(), rs, -1, Exec{Backend::cpu});
+  mamba2_reset_slot(pool.dev(), drs, -1, Exec{Backend::cuda});
+  pool.expect_match(t, "reset");
+  // The copied and reset slots keep stepping correctly.
+  for (int step = 0; step < 10; ++step) {
+    Step st(rng, 3, 1, s, d, at({1, 3, 5}), false, pool.layer);
+    mamba2_replay_step(st.host(), pool.host(), Tensor{}, true, ref_exec());
+    mamba2_replay_step(st.dev(), pool.dev(), Tensor{}, true, Exec{Backend::cuda});
+    EXPECT_LE(err(download(st.dy), st.y), t) << "after slot ops, step " << step;
+  }
+  pool.expect_match(t, "after slot ops");
+}
+
 }  // namespace replayssm::test::mamba2_gpu
