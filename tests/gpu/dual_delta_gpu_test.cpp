@@ -485,18 +485,26 @@ bool persistent_taken(const Cfg& c, ReadFormat f, int64_t B, int64_t L) {
   const QuantLayout lay = quant_layout(f, c.V, c.K);
   return delta::cuda::replay1p_choice(d, c.state, DType::f32, c.act, 132, &lay).use;
 }
-TEST(DualDeltaGpu, PersistentStep) {
+// In GPU_TEST_PARTS parts (the whole took ~2 minutes): item i < 3 runs
+// formats_agree on the i-th 40-row configuration, item 3 the no-flush
+// precision runs.
+class DualDeltaGpuPersistentStep : public GpuTestPart {};
+TEST_P(DualDeltaGpuPersistentStep, MatchCpu) {
   RSSM_SKIP_WITHOUT_GPU();
   R1PMode on("1");
   uint32_t seed = 980;
+  int item = 0;
   for (const Cfg& c : {Cfg{DeltaFamily::gdn, 16, 64, 128, 128}, Cfg{DeltaFamily::kda, 32, 32, 128, 128},
                        Cfg{DeltaFamily::gdn, 16, 32, 128, 128, DType::bf16}}) {
+    const uint32_t sd = seed++;
+    if (!mine(item++)) continue;
     SCOPED_TRACE(name(c) + " 40 rows");
     for (ReadFormat f : FORMATS)
       ASSERT_TRUE(persistent_taken(c, f, 40, 4)) << read_format_name(f) << ": the persistent step was not chosen";
-    formats_agree(c, 4, 9, seed++, 40, 2 * 39);
+    formats_agree(c, 4, 9, sd, 40, 2 * 39);
     if (::testing::Test::HasFailure()) return;
   }
+  if (!mine(item)) return;
   for (const Cfg& c : COPY_PRECISION_CFGS)
     for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
       SCOPED_TRACE(name(c) + " " + read_format_name(f) + " no flush");
@@ -506,6 +514,7 @@ TEST(DualDeltaGpu, PersistentStep) {
       EXPECT_EQ(r.flushes, 0);
     }
 }
+RSSM_GPU_TEST_PARTS(DualDeltaGpuPersistentStep);
 
 // L = 32 at the production tiles: the packed-copy stream of a whole GDN key
 // head holds 16 of the d records in shared memory (heuristics.h,
