@@ -25,11 +25,13 @@ namespace {
 // Dense host tensors [S, ...] and their copies as pieces of a host arena.
 class Twin {
  public:
-  // row_pad: bytes after every row (last dimension) of every piece.
-  Twin(int64_t S, std::vector<const HostTensor*> dense, size_t row_pad = 0)
-      : dense_(std::move(dense)), arena_(S, host_arena_memory()) {
-    for (const HostTensor* t : dense_)
-      arena_.add(t->t().dtype, std::vector<int64_t>(t->t().shape + 1, t->t().shape + t->t().ndim), row_pad);
+  // Each piece with the bytes that follow every row (last dimension) of it.
+  Twin(int64_t S, const std::vector<std::pair<const HostTensor*, size_t>>& pieces)
+      : arena_(S, host_arena_memory()) {
+    for (const auto& [t, pad] : pieces) {
+      dense_.push_back(t);
+      arena_.add(t->t().dtype, std::vector<int64_t>(t->t().shape + 1, t->t().shape + t->t().ndim), pad);
+    }
     arena_.allocate();
     for (size_t i = 0; i < dense_.size(); ++i) arena_.upload(int(i), *dense_[i]);
   }
@@ -70,6 +72,20 @@ Exec fast() {
   return e;
 }
 
+// Row padding of an arena: `state` bytes after every row of a checkpoint
+// or read copy (the cuda backend needs them 16-byte aligned), `ring`
+// elements after every row of the rings, cursors and conv states (element
+// aligned on every backend: odd strides).
+struct Pads {
+  size_t state = 0;
+  int64_t ring = 0;
+  size_t ring_bytes(const HostTensor& t) const { return size_t(ring) * dtype_size(t.t().dtype); }
+  std::string str() const { return "pads " + std::to_string(state) + " B / " + std::to_string(ring) + " el"; }
+};
+// Dense, and padded: checkpoint rows 16 bytes apart from dense, rings with
+// odd strides.
+const Pads PADS[] = {{0, 0}, {16, 1}};
+
 // ---------------------------------------------------------------- GDN / KDA
 
 DeltaPool arena_pool(const DeltaPool& d, const Twin& tw) {
@@ -87,7 +103,7 @@ DeltaPool arena_pool(const DeltaPool& d, const Twin& tw) {
 }
 
 // fmt: a dual pool with a read copy of that format.
-void delta_arena_run(const delta::Cfg& c, uint64_t seed, size_t row_pad, std::optional<ReadFormat> fmt = std::nullopt) {
+void delta_arena_run(const delta::Cfg& c, uint64_t seed, const Pads& pads, std::optional<ReadFormat> fmt = std::nullopt) {
   using namespace delta;
   std::mt19937_64 rng(seed);
   Params params(c, rng);
@@ -98,15 +114,16 @@ void delta_arena_run(const delta::Cfg& c, uint64_t seed, size_t row_pad, std::op
   pool.ring_ks.fill_uniform(rng, 0.1, 1);
   pool.ring_g.fill_uniform(rng, -1, 0);
   for (int64_t s = 0; s < c.S; ++s) pool.set_cur(s, RingCursor{int32_t(rng() % uint64_t(c.R())), 0, 0});
-  std::vector<const HostTensor*> pieces = pool.all();
+  std::vector<std::pair<const HostTensor*, size_t>> pieces;
+  for (const HostTensor* t : pool.all()) pieces.push_back({t, t == &pool.state ? pads.state : pads.ring_bytes(*t)});
   HostTensor copy, ring_v, ring_beta;
   if (fmt) {
     copy.reset(DType::u8, {c.S, c.HV, quant_layout(*fmt, c.V, c.K).tile_bytes});
     ring_v.reset(c.act, {c.S, c.R(), c.HV, c.V});
     ring_beta.reset(DType::f32, {c.S, c.R(), c.HV});
-    pieces.insert(pieces.end(), {&copy, &ring_v, &ring_beta});
+    pieces.insert(pieces.end(), {{&copy, pads.state}, {&ring_v, pads.ring_bytes(ring_v)}, {&ring_beta, pads.ring_bytes(ring_beta)}});
   }
-  const Twin tw(c.S, pieces, row_pad);
+  const Twin tw(c.S, pieces);
   ASSERT_GE(tw.slot_stride_bytes() * uint64_t(c.S - 1), uint64_t(1) << 33);
   const DeltaPool dp = [&] {
     DeltaPool v = pool.view();
@@ -219,19 +236,14 @@ delta::Cfg delta_cfg(DeltaFamily f, int64_t H, int64_t HV, DType state, DType ac
   return c;
 }
 
-// Row padding: 0 (dense below the slot) or 16 bytes after every row, which
-// keeps rows 16-byte aligned and makes every stride but the last larger
-// than dense.
-const size_t ROW_PADS[] = {0, 16};
-
 TEST(ArenaPools, DeltaFastBackend) {
   uint64_t seed = 31;
-  for (size_t pad : ROW_PADS)
+  for (const Pads& pad : PADS)
     for (const delta::Cfg& c : {delta_cfg(DeltaFamily::gdn, 16, 64, DType::f32, DType::bf16),
                                 delta_cfg(DeltaFamily::gdn, 16, 64, DType::bf16, DType::bf16),
                                 delta_cfg(DeltaFamily::kda, 32, 32, DType::f32, DType::f32)}) {
       SCOPED_TRACE(std::string(delta::fam_name(c.fam)) + " HV" + std::to_string(c.HV) + " state " +
-                   dtype_name(c.state) + " row pad " + std::to_string(pad));
+                   dtype_name(c.state) + " " + pad.str());
       delta_arena_run(c, seed++, pad);
       if (::testing::Test::HasFailure()) return;
     }
@@ -239,12 +251,11 @@ TEST(ArenaPools, DeltaFastBackend) {
 
 TEST(ArenaPools, DualDeltaFastBackend) {
   uint64_t seed = 35;
-  for (size_t pad : ROW_PADS)
+  for (const Pads& pad : PADS)
     for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4, ReadFormat::bf16})
       for (const delta::Cfg& c : {delta_cfg(DeltaFamily::gdn, 16, 64, DType::f32, DType::bf16),
                                   delta_cfg(DeltaFamily::kda, 32, 32, DType::f32, DType::bf16)}) {
-        SCOPED_TRACE(std::string(delta::fam_name(c.fam)) + " read copy " + read_format_name(f) + " row pad " +
-                     std::to_string(pad));
+        SCOPED_TRACE(std::string(delta::fam_name(c.fam)) + " read copy " + read_format_name(f) + " " + pad.str());
         delta_arena_run(c, seed++, pad, f);
         if (::testing::Test::HasFailure()) return;
       }
@@ -253,7 +264,7 @@ TEST(ArenaPools, DualDeltaFastBackend) {
 // ---------------------------------------------------------------- Mamba-2
 
 // fmt: a dual pool with a read copy of that format.
-void mamba2_arena_run(DType state, DType act, uint32_t seed, size_t row_pad, std::optional<ReadFormat> fmt = std::nullopt) {
+void mamba2_arena_run(DType state, DType act, uint32_t seed, const Pads& pads, std::optional<ReadFormat> fmt = std::nullopt) {
   using namespace mamba2_test;
   const Shape s{128, 64, 128, 8};
   const int64_t S = 4, L = 8, Tm = 5, B = 3;
@@ -262,13 +273,14 @@ void mamba2_arena_run(DType state, DType act, uint32_t seed, size_t row_pad, std
   Pool pool(s, S, L, Tm, state, act, p);
   pool.state.fill_uniform(rng, -1, 1);
   for (int64_t i = 0; i < S; ++i) pool.set_cur(i, RingCursor{int32_t(rng() % uint64_t(L + Tm)), 0, 0});
-  std::vector<const HostTensor*> pieces = {&pool.state, &pool.ring_x, &pool.ring_dt, &pool.ring_B, &pool.cursor};
+  std::vector<std::pair<const HostTensor*, size_t>> pieces = {{&pool.state, pads.state}};
+  for (const HostTensor* t : {&pool.ring_x, &pool.ring_dt, &pool.ring_B, &pool.cursor}) pieces.push_back({t, pads.ring_bytes(*t)});
   HostTensor copy;
   if (fmt) {
     copy.reset(DType::u8, {S, s.H, quant_layout(*fmt, s.P, s.N).tile_bytes});
-    pieces.push_back(&copy);
+    pieces.push_back({&copy, pads.state});
   }
-  const Twin tw(S, pieces, row_pad);
+  const Twin tw(S, pieces);
   ASSERT_GE(tw.slot_stride_bytes() * uint64_t(S - 1), uint64_t(1) << 33);
   const Mamba2Pool dp = [&] {
     Mamba2Pool v = pool.view();
@@ -378,9 +390,9 @@ void mamba2_arena_run(DType state, DType act, uint32_t seed, size_t row_pad, std
 
 TEST(ArenaPools, Mamba2FastBackend) {
   uint32_t seed = 41;
-  for (size_t pad : ROW_PADS)
+  for (const Pads& pad : PADS)
     for (DType st : {DType::f32, DType::bf16}) {
-      SCOPED_TRACE(std::string("state ") + dtype_name(st) + " row pad " + std::to_string(pad));
+      SCOPED_TRACE(std::string("state ") + dtype_name(st) + " " + pad.str());
       mamba2_arena_run(st, DType::bf16, seed++, pad);
       if (::testing::Test::HasFailure()) return;
     }
@@ -388,9 +400,9 @@ TEST(ArenaPools, Mamba2FastBackend) {
 
 TEST(ArenaPools, DualMamba2FastBackend) {
   uint32_t seed = 45;
-  for (size_t pad : ROW_PADS)
+  for (const Pads& pad : PADS)
     for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4, ReadFormat::bf16}) {
-      SCOPED_TRACE(std::string("read copy ") + read_format_name(f) + " row pad " + std::to_string(pad));
+      SCOPED_TRACE(std::string("read copy ") + read_format_name(f) + " " + pad.str());
       mamba2_arena_run(DType::f32, DType::bf16, seed++, pad, f);
       if (::testing::Test::HasFailure()) return;
     }
@@ -399,12 +411,12 @@ TEST(ArenaPools, DualMamba2FastBackend) {
 // ---------------------------------------------------------------- conv1d
 
 // Conv states of Mamba-2 H128·P64·N128 (dim = H·P + 2·G·N = 10240, W = 4).
-void conv1d_arena_run(DType state, DType act, uint32_t seed, size_t row_pad) {
+void conv1d_arena_run(DType state, DType act, uint32_t seed, const Pads& pads) {
   const int64_t S = 4, W = 4, Tm = 5, dim = 10240, R = conv1d_state_rows(W, Tm), B = 3;
   std::mt19937 rng(seed);
   HostTensor cs(state, {S, R, dim}), pend(DType::i32, {S});
   cs.fill_normal(rng);
-  const Twin tw(S, {&cs, &pend}, row_pad);
+  const Twin tw(S, {{&cs, pads.ring_bytes(cs)}, {&pend, 0}});
   ASSERT_GE(tw.slot_stride_bytes() * uint64_t(S - 1), uint64_t(1) << 33);
   const Tensor acs = tw.of(cs.t()), apend = tw.of(pend.t());
   HostTensor weight(DType::f32, {dim, W}), bias(DType::f32, {dim});
@@ -452,9 +464,9 @@ void conv1d_arena_run(DType state, DType act, uint32_t seed, size_t row_pad) {
 
 TEST(ArenaPools, Conv1dFastBackend) {
   uint32_t seed = 51;
-  for (size_t pad : ROW_PADS)
+  for (const Pads& pad : PADS)
     for (DType st : {DType::f32, DType::bf16}) {
-      SCOPED_TRACE(std::string("state ") + dtype_name(st) + " row pad " + std::to_string(pad));
+      SCOPED_TRACE(std::string("state ") + dtype_name(st) + " " + pad.str());
       conv1d_arena_run(st, DType::bf16, seed++, pad);
       if (::testing::Test::HasFailure()) return;
     }

@@ -58,9 +58,9 @@ struct PrefillArgs {
 // conv_pending must be byte-identical (the state holds copies of inputs).
 // in_arena: the device conv_state and conv_pending are pieces of one
 // SlotArena (slot strides of gigabytes, the last slots past 2^31 elements,
-// rows followed by row_pad bytes), whose guard bands and row padding must
-// stay untouched.
-void run_gpu_schedule(const ConvConfig& c, uint64_t seed, int steps, bool in_arena = false, size_t row_pad = 0) {
+// the state's rows followed by row_pad elements: odd strides), whose guard
+// bands and row padding must stay untouched.
+void run_gpu_schedule(const ConvConfig& c, uint64_t seed, int steps, bool in_arena = false, int64_t row_pad = 0) {
   std::mt19937_64 rng(seed);
   const ConvWeights w(c, rng);
   const DeviceTensor d_weight(w.weight);
@@ -73,7 +73,7 @@ void run_gpu_schedule(const ConvConfig& c, uint64_t seed, int steps, bool in_are
   std::unique_ptr<SlotArena> arena;
   if (in_arena) {
     arena = std::make_unique<SlotArena>(c.S, cuda_arena_memory());
-    arena->add(c.state_dtype, {c.R(), c.dim}, row_pad);
+    arena->add(c.state_dtype, {c.R(), c.dim}, size_t(row_pad) * dtype_size(c.state_dtype));
     arena->add(DType::i32, {});
     arena->allocate();
     arena->upload(0, ref.state);
@@ -196,13 +196,13 @@ TEST(Conv1dGpu, ModelShapeBf16) {
   run_gpu_schedule({40, 10240 + 2048, 4, 8, DType::bf16, DType::bf16, DType::bf16}, 105, 12);
 }
 // The same at fp32 and bf16 states in a slot arena, dense rows and rows
-// followed by 16 bytes.
+// followed by one element (odd strides).
 TEST(Conv1dGpu, ArenaPools) {
   RSSM_SKIP_WITHOUT_GPU();
   run_gpu_schedule({40, 10240 + 2048, 4, 8, DType::bf16, DType::bf16, DType::bf16}, 106, 12, true);
   run_gpu_schedule({12, 10240, 4, 8, DType::bf16, DType::f32, DType::f32}, 108, 20, true);
-  run_gpu_schedule({12, 10240 + 2048, 4, 8, DType::bf16, DType::bf16, DType::bf16}, 110, 12, true, 16);
-  run_gpu_schedule({12, 10240, 4, 8, DType::bf16, DType::f32, DType::f32}, 112, 12, true, 16);
+  run_gpu_schedule({12, 10240 + 2048, 4, 8, DType::bf16, DType::bf16, DType::bf16}, 110, 12, true, 1);
+  run_gpu_schedule({12, 10240, 4, 8, DType::bf16, DType::f32, DType::f32}, 112, 12, true, 1);
 }
 
 // A slot outside [0, S) or an accepted count outside [1, pending] skips the

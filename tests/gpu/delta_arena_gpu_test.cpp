@@ -35,22 +35,22 @@ Pair far_slots(int64_t B, int64_t S) {
 }
 
 // `steps` replay steps of T tokens (L, random acceptances when T > 1) of B
-// rows on the far slots of an arena pool of B + 1 slots, rows followed by
-// row_pad bytes; outputs every step and the pool at the end against the
-// reference (replay_steps).
-void arena_steps(const Cfg& c, int64_t B, int64_t L, int64_t T, int steps, size_t row_pad, std::mt19937& rng) {
-  SCOPED_TRACE(name(c) + " " + std::to_string(B) + " rows T" + std::to_string(T) + " row pad " +
-               std::to_string(row_pad));
-  Pool pool(c, B + 1, L, T, rng, true, true, row_pad);
+// rows on the far slots of an arena pool of B + 1 slots; padded: 16 bytes
+// after every checkpoint row and one element after every ring row (strides
+// larger than dense, odd ones for the rings). Outputs every step and the
+// pool at the end against the reference (replay_steps).
+void arena_steps(const Cfg& c, int64_t B, int64_t L, int64_t T, int steps, bool padded, std::mt19937& rng) {
+  SCOPED_TRACE(name(c) + " " + std::to_string(B) + " rows T" + std::to_string(T) + (padded ? " padded" : ""));
+  Pool pool(c, B + 1, L, T, rng, true, true, padded ? 16 : 0, padded ? 1 : 0);
   replay_steps(c, pool, far_slots(B, B + 1), T, steps, rng, false);
 }
 
 // The baseline decode of B rows of T tokens on the far slots of an arena
-// state pool of B + 1 slots (rows followed by row_pad bytes).
-void arena_decode(const Cfg& c, int64_t B, int64_t T, size_t row_pad, std::mt19937& rng) {
-  SCOPED_TRACE(name(c) + " decode T" + std::to_string(T) + " row pad " + std::to_string(row_pad));
+// state pool of B + 1 slots (padded: 16 bytes after every row).
+void arena_decode(const Cfg& c, int64_t B, int64_t T, bool padded, std::mt19937& rng) {
+  SCOPED_TRACE(name(c) + " decode T" + std::to_string(T) + (padded ? " padded" : ""));
   Inputs in(c, {B, T}, rng);
-  Pool pool(c, B + 1, 0, 0, rng, false, true, row_pad);
+  Pool pool(c, B + 1, 0, 0, rng, false, true, padded ? 16 : 0);
   const Pair slot = far_slots(B, B + 1);
   delta_decode(c.f, in.step(false, slot, -1), pool.state.ht(), ref_exec());
   delta_decode(c.f, in.step(true, slot, -1), pool.state.dt(), cuda_exec());
@@ -66,7 +66,7 @@ TEST(DeltaGpuArena, ReplayT1) {
   std::mt19937 rng(901);
   for (const Cfg& c : {GDN_F32, GDN_BF16, KDA_F32, KDA_BF16})
     for (int64_t B : {3, 40}) {
-      arena_steps(c, B, 4, 1, 6, 0, rng);
+      arena_steps(c, B, 4, 1, 6, false, rng);
       if (::testing::Test::HasFailure()) return;
     }
 }
@@ -76,26 +76,27 @@ TEST(DeltaGpuArena, PersistentStep) {
   R1PMode on("1");
   std::mt19937 rng(902);
   for (const Cfg& c : {GDN_F32, GDN_BF16, KDA_F32}) {
-    arena_steps(c, 12, 4, 1, 6, 0, rng);
+    arena_steps(c, 12, 4, 1, 6, false, rng);
     if (::testing::Test::HasFailure()) return;
   }
 }
 
-// Rows followed by 16 bytes in every pool tensor (every stride but the last
-// larger than dense: the launchers' non-dense paths) at the far slots: T = 1
-// at batch 3 and 40, the persistent step, T = 5 windows at 40 rows, and the
-// baseline decode; the row padding must stay untouched.
+// Padded rows (16 bytes after every checkpoint row, one element after every
+// ring row: strides larger than dense, the launchers' non-dense paths and
+// the rings' element-wise loads) at the far slots: T = 1 at batch 3 and 40,
+// the persistent step, T = 5 windows at 40 rows, and the baseline decode;
+// the padding must stay untouched.
 TEST(DeltaGpuArena, PaddedRows) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(907);
   for (const Cfg& c : {GDN_F32, GDN_BF16, KDA_F32}) {
-    for (int64_t B : {3, 40}) arena_steps(c, B, 4, 1, 6, 16, rng);
+    for (int64_t B : {3, 40}) arena_steps(c, B, 4, 1, 6, true, rng);
     {
       R1PMode on("1");
-      arena_steps(c, 12, 4, 1, 6, 16, rng);
+      arena_steps(c, 12, 4, 1, 6, true, rng);
     }
-    arena_steps(c, 40, 16, 5, 7, 16, rng);
-    arena_decode(c, 40, 1, 16, rng);
+    arena_steps(c, 40, 16, 5, 7, true, rng);
+    arena_decode(c, 40, 1, true, rng);
     if (::testing::Test::HasFailure()) return;
   }
 }
@@ -139,7 +140,7 @@ TEST(DeltaGpuArena, SpeculativeWindows) {
   std::mt19937 rng(903);
   for (const Cfg& c : {GDN_F32, KDA_F32, GDN_BF16})
     for (int64_t T : {5, 8}) {
-      arena_steps(c, T == 5 ? 40 : 3, 16, T, 7, 0, rng);
+      arena_steps(c, T == 5 ? 40 : 3, 16, T, 7, false, rng);
       if (::testing::Test::HasFailure()) return;
     }
 }
@@ -151,7 +152,7 @@ TEST(DeltaGpuArena, DecodeAndSnapshot) {
   std::mt19937 rng(904);
   for (const Cfg& c : {GDN_F32, KDA_F32, GDN_BF16}) {
     SCOPED_TRACE(name(c));
-    for (int64_t T : {1, 2}) arena_decode(c, 40, T, 0, rng);
+    for (int64_t T : {1, 2}) arena_decode(c, 40, T, false, rng);
     snapshot_run(c, rng, true);
     if (::testing::Test::HasFailure()) return;
   }

@@ -156,8 +156,8 @@ struct Inputs {
 
 // Replay pool (or a baseline pool with only the state). in_arena: every
 // device tensor a piece of one SlotArena (slot-major, the last slots past
-// 2^31 elements) instead of its own dense allocation, its rows followed by
-// row_pad bytes.
+// 2^31 elements) instead of its own dense allocation: the checkpoint's rows
+// followed by row_pad bytes, the rings' and cursors' by ring_pad elements.
 struct Pool {
   Pair state, rd, rk, rks, rg, cur;
   int64_t L = 0;
@@ -166,7 +166,7 @@ struct Pool {
 
   template <class Rng>
   Pool(const Cfg& c, int64_t S, int64_t L_, int64_t T_max, Rng& rng, bool with_rings = true, bool in_arena = false,
-       size_t row_pad = 0)
+       size_t row_pad = 0, int64_t ring_pad = 0)
       : L(L_), rings(with_rings) {
     const Shape& s = c.s;
     state.make(c.state, {S, s.HV, s.V, s.K});
@@ -187,7 +187,8 @@ struct Pool {
     }
     if (in_arena) {
       arena = std::make_unique<SlotArena>(S, cuda_arena_memory());
-      for (Pair* p : pairs()) p->place(*arena, row_pad);
+      for (Pair* p : pairs())
+        p->place(*arena, p == &state ? row_pad : size_t(ring_pad) * dtype_size(p->h.t().dtype));
       arena->allocate();
     }
     for (Pair* p : pairs()) p->upload();

@@ -194,7 +194,8 @@ bool copy_is_pack(const HostTensor& copy, const HostTensor& state, int64_t s, Re
 
 // A dual pool on the host (cpu backend) and its device twin; in_arena: the
 // device tensors are pieces of one SlotArena (slot-major, the last slots
-// past 2^31 elements, rows followed by row_pad bytes).
+// past 2^31 elements; the checkpoint's and copy's rows followed by row_pad
+// bytes, the rings' and cursors' by ring_pad elements).
 struct DualPool {
   Pair state, rd, rk, rks, rg, cur, copy, rv, rbeta;
   ReadFormat fmt;
@@ -202,7 +203,7 @@ struct DualPool {
   std::unique_ptr<SlotArena> arena;
   template <class Rng>
   DualPool(const Cfg& c, ReadFormat f, int64_t S, int64_t L_, int64_t T_max, Rng& rng, bool in_arena = false,
-           size_t row_pad = 0)
+           size_t row_pad = 0, int64_t ring_pad = 0)
       : fmt(f), L(L_) {
     const int64_t R = L + T_max;
     state.make(c.state, {S, c.HV, c.V, c.K});
@@ -224,7 +225,8 @@ struct DualPool {
     for (int64_t i = 0; i < S; ++i) cur.h.set(i * 3, double(start(rng)));
     if (in_arena) {
       arena = std::make_unique<SlotArena>(S, cuda_arena_memory());
-      for (Pair* p : all()) p->place(*arena, row_pad);
+      for (Pair* p : all())
+        p->place(*arena, p == &state || p == &copy ? row_pad : size_t(ring_pad) * dtype_size(p->h.t().dtype));
       arena->allocate();
     }
     for (Pair* p : all()) p->upload();
@@ -275,13 +277,14 @@ struct RunResult {
 // inputs on the cpu and cuda backends. T = 1 commits all; T > 1 commits
 // random acceptances at the start of the next step.
 // otol > 0: the output tolerance instead of out_tol.
-// in_arena: the device pool in a SlotArena (rows followed by row_pad
-// bytes), row b on slot S − 1 − b (the far slots), row 1 a pad row.
+// in_arena: the device pool in a SlotArena (DualPool's row_pad / ring_pad:
+// `padded` gives 16 bytes and one element), row b on slot S − 1 − b (the far
+// slots), row 1 a pad row.
 RunResult run(const Cfg& c, ReadFormat fmt, int64_t L, int64_t T, int steps, uint32_t seed, int64_t B = 3,
-              double otol = 0, bool in_arena = false, size_t row_pad = 0) {
+              double otol = 0, bool in_arena = false, bool padded = false) {
   std::mt19937 rng(seed);
   const int64_t S = B == 3 ? 5 : B + 2;
-  DualPool pool(c, fmt, S, L, T, rng, in_arena, row_pad);
+  DualPool pool(c, fmt, S, L, T, rng, in_arena, padded ? 16 : 0, padded ? 1 : 0);
   std::vector<int64_t> slots = B == 3 ? std::vector<int64_t>{3, -1, 0} : shuffled_slots(B, S, rng);
   if (in_arena)
     for (int64_t b = 0; b < B; ++b) slots[size_t(b)] = b == 1 ? -1 : S - 1 - b;
@@ -406,8 +409,9 @@ TEST(DualDeltaGpu, ProductionTiles) {
 
 // The device pool as pieces of one SlotArena (slot strides of gigabytes,
 // the last slots past 2^31 elements of every tensor, read copy included),
-// its rows on the far slots, every other item with 16 bytes after every row
-// (strides larger than dense): T = 1 at batch 3 and 40 (block and
+// its rows on the far slots, every other item with padded rows (16 bytes
+// after the checkpoint's and copy's rows, one element after the rings':
+// strides larger than dense, odd ones for the rings): T = 1 at batch 3 and 40 (block and
 // production tiles, the fold and pack of flushing rows), the persistent
 // step, T = 5 windows; every step against the cpu backend as run() checks
 // it, and the guard bands and row padding untouched.
@@ -419,9 +423,9 @@ TEST_P(DualDeltaGpuArena, Pools) {
   for (const Cfg& c : {Cfg{DeltaFamily::gdn, 16, 64, 128, 128}, Cfg{DeltaFamily::kda, 32, 32, 128, 128}})
     for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4, ReadFormat::bf16}) {
       seed += 4;
-      const size_t pad = item % 2 == 0 ? 0 : 16;  // rows dense or followed by 16 bytes
+      const bool pad = item % 2 == 1;  // padded rows: 16 bytes (checkpoint, copy), one element (rings)
       if (!mine(item++)) continue;
-      SCOPED_TRACE(name(c) + " " + read_format_name(f) + " row pad " + std::to_string(pad));
+      SCOPED_TRACE(name(c) + " " + read_format_name(f) + (pad ? " padded rows" : ""));
       for (int64_t B : {3, 40}) {
         SCOPED_TRACE(std::to_string(B) + " rows");
         const RunResult r = run(c, f, 4, 1, 6, seed + uint32_t(B), B, 0, true, pad);

@@ -116,8 +116,9 @@ struct Step {
 // A dual (or, without a format, single-precision) pool on host and device
 // with identical initial bytes; the copy starts as quant_pack of the
 // checkpoint. in_arena: the device tensors are pieces of one SlotArena
-// (slot-major, the last slots past 2^31 elements, rows followed by row_pad
-// bytes) instead of dstate … dcopy.
+// (slot-major, the last slots past 2^31 elements; padded: 16 bytes after the
+// checkpoint's and copy's rows, one element after the rings' and cursors')
+// instead of dstate … dcopy.
 struct Rig {
   Shape s;
   std::optional<ReadFormat> fmt;
@@ -127,7 +128,7 @@ struct Rig {
   DeviceTensor dstate, drx, drdt, drB, dcursor, dcopy, dA;
   std::unique_ptr<SlotArena> arena;
   Rig(std::mt19937& rng, int64_t S_, const Shape& s_, DType sd, DType act, std::optional<ReadFormat> f,
-      int64_t L_, int64_t T_max, bool in_arena = false, size_t row_pad = 0)
+      int64_t L_, int64_t T_max, bool in_arena = false, bool padded = false)
       : s(s_), fmt(f), S(S_), L(L_), layer(rng, s_.H), state(sd, {S_, s_.H, s_.P, s_.N}),
         rx(act, {S_, L_ + T_max, s_.H, s_.P}), rdt(DType::f32, {S_, L_ + T_max, s_.H}),
         rB(act, {S_, L_ + T_max, s_.G, s_.N}), cursor(DType::i32, {S_, 3}) {
@@ -142,7 +143,8 @@ struct Rig {
     if (in_arena) {
       arena = std::make_unique<SlotArena>(S, cuda_arena_memory());
       for (const HostTensor* h : hosts())
-        arena->add(h->t().dtype, std::vector<int64_t>(h->t().shape + 1, h->t().shape + h->t().ndim), row_pad);
+        arena->add(h->t().dtype, std::vector<int64_t>(h->t().shape + 1, h->t().shape + h->t().ndim),
+                   !padded ? 0 : h == &state || h == &copy ? 16 : dtype_size(h->t().dtype));
       arena->allocate();
       for (size_t i = 0; i < hosts().size(); ++i) arena->upload(int(i), *hosts()[i]);
       return;
@@ -233,16 +235,16 @@ struct RunResult {
 // outputs, cursors, non-flush checkpoint bytes and the copy invariant.
 // B = 4: slots {3, pad, 0, 4} of 5; otherwise B rows over B + 2 slots in a
 // random order, row 1 a pad row. in_arena: the device pool in a SlotArena
-// (rows followed by row_pad bytes), row b on slot S − 1 − b (the far
-// slots), row 1 a pad row.
+// (Rig's `padded` rows), row b on slot S − 1 − b (the far slots), row 1 a
+// pad row.
 RunResult run(const Shape& s, DType sd, DType act, std::optional<ReadFormat> fmt, uint32_t seed,
               int steps, int64_t L, const std::vector<int64_t>& Ts, int64_t B = 4, bool in_arena = false,
-              size_t row_pad = 0) {
+              bool padded = false) {
   std::mt19937 rng(seed);
   const int64_t Tmax = *std::max_element(Ts.begin(), Ts.end());
   const bool spec = Tmax > 1;
   const int64_t S = B == 4 ? 5 : B + 2;
-  Rig rig(rng, S, s, sd, act, fmt, L, Tmax, in_arena, row_pad);
+  Rig rig(rng, S, s, sd, act, fmt, L, Tmax, in_arena, padded);
   std::vector<int64_t> slots = B == 4 ? std::vector<int64_t>{3, -1, 0, 4} : shuffled_slots(B, S, rng);
   if (in_arena)
     for (int64_t b = 0; b < B; ++b) slots[size_t(b)] = b == 1 ? -1 : S - 1 - b;
@@ -334,8 +336,8 @@ TEST(DualMamba2Gpu, BulkCopyProductionTiles) {
 
 // The device pool as pieces of one SlotArena (slot strides of gigabytes,
 // the last slots past 2^31 elements of every tensor, read copy included),
-// its rows on the far slots, dense rows or 16 bytes after every row
-// (strides larger than dense): T = 1 at batch 4 and 40 (the pack kernel's
+// its rows on the far slots, dense or padded rows (Rig: strides larger than
+// dense, odd ones for the rings): T = 1 at batch 4 and 40 (the pack kernel's
 // fold of flushing rows, the packed-copy stream's block and production
 // tiles), speculative windows of 2–5 tokens; every step against the cpu
 // backend as run() checks it, and the guard bands and row padding untouched.
@@ -343,9 +345,9 @@ TEST(DualMamba2Gpu, ArenaPools) {
   RSSM_SKIP_WITHOUT_GPU();
   const Shape s{128, 64, 128, 8};
   uint32_t seed = 505;
-  for (const auto& [f, pad] : {std::pair{ReadFormat::fp8_e4m3, size_t(0)}, std::pair{ReadFormat::fp8_e4m3, size_t(16)},
-                               std::pair{ReadFormat::nvfp4, size_t(16)}, std::pair{ReadFormat::bf16, size_t(0)}}) {
-    SCOPED_TRACE(std::string(read_format_name(f)) + " row pad " + std::to_string(pad));
+  for (const auto& [f, pad] : {std::pair{ReadFormat::fp8_e4m3, false}, std::pair{ReadFormat::fp8_e4m3, true},
+                               std::pair{ReadFormat::nvfp4, true}, std::pair{ReadFormat::bf16, false}}) {
+    SCOPED_TRACE(std::string(read_format_name(f)) + (pad ? " padded rows" : ""));
     for (int64_t B : {4, 40}) {
       const RunResult r = run(s, DType::f32, DType::bf16, f, seed++, 6, 4, {1}, B, true, pad);
       EXPECT_EQ(r.flushes, B - 1) << B << " rows";

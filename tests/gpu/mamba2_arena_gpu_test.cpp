@@ -32,21 +32,22 @@ std::vector<int64_t> far_rows(int64_t B, int64_t S) {
 Exec cuda() { return Exec{Backend::cuda}; }
 
 // `steps` replay steps of T tokens (L, random acceptances when T > 1) of B
-// rows on the far slots of an arena pool of B + 1 slots, rows followed by
-// row_pad bytes; outputs every step and the pool at the end against the
-// reference (replay_steps).
-void arena_steps(std::mt19937& rng, const Dtypes& d, int64_t B, int64_t L, int64_t T, int steps, size_t row_pad) {
-  Pool pool(rng, B + 1, H128, d, L, T, true, row_pad);
+// rows on the far slots of an arena pool of B + 1 slots; padded: 16 bytes
+// after every checkpoint row and one element after every ring row (strides
+// larger than dense, odd ones for the rings). Outputs every step and the
+// pool at the end against the reference (replay_steps).
+void arena_steps(std::mt19937& rng, const Dtypes& d, int64_t B, int64_t L, int64_t T, int steps, bool padded) {
+  Pool pool(rng, B + 1, H128, d, L, T, true, padded ? 16 : 0, padded ? 1 : 0);
   replay_steps(rng, pool, far_rows(B, B + 1), H128, d, steps,
-               name(d) + " " + std::to_string(B) + " rows T" + std::to_string(T) + " row pad " + std::to_string(row_pad), T);
+               name(d) + " " + std::to_string(B) + " rows T" + std::to_string(T) + (padded ? " padded" : ""), T);
 }
 
 // The baseline decode of B rows of T tokens on the far slots of an arena
-// pool of B + 1 slots (rows followed by row_pad bytes).
-void arena_decode(std::mt19937& rng, const Dtypes& d, int64_t B, int64_t T, size_t row_pad) {
-  const std::string what = name(d) + " decode T" + std::to_string(T) + " row pad " + std::to_string(row_pad);
+// pool of B + 1 slots (padded: 16 bytes after every checkpoint row).
+void arena_decode(std::mt19937& rng, const Dtypes& d, int64_t B, int64_t T, bool padded) {
+  const std::string what = name(d) + " decode T" + std::to_string(T) + (padded ? " padded" : "");
   const double t = tol(d.state, d.act);
-  Pool pool(rng, B + 1, H128, d, 4, 1, true, row_pad);
+  Pool pool(rng, B + 1, H128, d, 4, 1, true, padded ? 16 : 0);
   Step st(rng, B, T, H128, d, far_rows(B, B + 1), T > 1, pool.layer);
   mamba2_decode(st.host(), pool.state, ref_exec());
   DeviceStatus ds;
@@ -66,24 +67,25 @@ TEST(Mamba2GpuArena, ReplaySteps) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(911);
   for (const Dtypes& d : {F32, BF16}) {
-    for (int64_t B : {3, 40}) arena_steps(rng, d, B, 4, 1, 6, 0);
-    arena_steps(rng, d, 40, 16, 5, 7, 0);
-    arena_steps(rng, d, 3, 16, 8, 7, 0);
+    for (int64_t B : {3, 40}) arena_steps(rng, d, B, 4, 1, 6, false);
+    arena_steps(rng, d, 40, 16, 5, 7, false);
+    arena_steps(rng, d, 3, 16, 8, 7, false);
     if (::testing::Test::HasFailure()) return;
   }
 }
 
-// Rows followed by 16 bytes in every pool tensor (every stride but the last
-// larger than dense: the launchers' non-dense paths) at the far slots: T = 1
-// at batch 3 and 40, T = 5 windows at 40 rows, and the baseline decode; the
-// row padding must stay untouched.
+// Padded rows (16 bytes after every checkpoint row, one element after every
+// ring row: strides larger than dense, the launchers' non-dense paths and
+// the rings' element-wise loads) at the far slots: T = 1 at batch 3 and 40,
+// T = 5 windows at 40 rows, and the baseline decode; the padding must stay
+// untouched.
 TEST(Mamba2GpuArena, PaddedRows) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(915);
   for (const Dtypes& d : {F32, BF16}) {
-    for (int64_t B : {3, 40}) arena_steps(rng, d, B, 4, 1, 6, 16);
-    arena_steps(rng, d, 40, 16, 5, 7, 16);
-    arena_decode(rng, d, 40, 1, 16);
+    for (int64_t B : {3, 40}) arena_steps(rng, d, B, 4, 1, 6, true);
+    arena_steps(rng, d, 40, 16, 5, 7, true);
+    arena_decode(rng, d, 40, 1, true);
     if (::testing::Test::HasFailure()) return;
   }
 }
@@ -127,7 +129,7 @@ TEST(Mamba2GpuArena, DecodeAndSnapshot) {
   RSSM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(913);
   for (const Dtypes& d : {F32, BF16}) {
-    for (int64_t T : {1, 3}) arena_decode(rng, d, 40, T, 0);
+    for (int64_t T : {1, 3}) arena_decode(rng, d, 40, T, false);
     snapshot_run(rng, H128, d, true);
     if (::testing::Test::HasFailure()) return;
   }

@@ -97,8 +97,9 @@ struct Step {
 
 // A replay pool on host and device with identical bytes. in_arena: the
 // device tensors are pieces of one SlotArena (slot-major, the last slots
-// past 2^31 elements, rows followed by row_pad bytes) instead of the dense
-// dstate … dcursor.
+// past 2^31 elements; the checkpoint's rows followed by row_pad bytes, the
+// rings' and cursors' by ring_pad elements) instead of the dense dstate …
+// dcursor.
 struct Pool {
   Layer layer;
   HostTensor state, rx, rdt, rB, cursor;
@@ -107,7 +108,7 @@ struct Pool {
   std::unique_ptr<SlotArena> arena;
   Tensor av[5];  // arena views of state, rx, rdt, rB, cursor
   Pool(std::mt19937& rng, int64_t S, const Shape& s, const Dtypes& d, int64_t L_, int64_t T_max, bool in_arena = false,
-       size_t row_pad = 0)
+       size_t row_pad = 0, int64_t ring_pad = 0)
       : layer(rng, s.H), state(d.state, {S, s.H, s.P, s.N}), rx(d.act, {S, L_ + T_max, s.H, s.P}),
         rdt(DType::f32, {S, L_ + T_max, s.H}), rB(d.act, {S, L_ + T_max, s.G, s.N}),
         cursor(DType::i32, {S, 3}), L(L_) {
@@ -117,7 +118,8 @@ struct Pool {
     if (in_arena) {
       arena = std::make_unique<SlotArena>(S, cuda_arena_memory());
       for (const HostTensor* h : hosts())
-        arena->add(h->t().dtype, std::vector<int64_t>(h->t().shape + 1, h->t().shape + h->t().ndim), row_pad);
+        arena->add(h->t().dtype, std::vector<int64_t>(h->t().shape + 1, h->t().shape + h->t().ndim),
+                   h == &state ? row_pad : size_t(ring_pad) * dtype_size(h->t().dtype));
       arena->allocate();
     }
     upload();
