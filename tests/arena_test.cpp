@@ -2,20 +2,23 @@
 // strides of gigabytes, the last slots past 2^31 elements of every pool
 // tensor) on the fast CPU backend: every call gives the same bytes as on
 // dense pools (outputs, checkpoints, rings, cursors), and nothing outside a
-// slot's pieces is written. GDN, KDA and Mamba-2 at model shapes, single
-// precision and dual (fp8, nvfp4 and bf16 read copies): prefill,
-// T = 1 steps with flushes, speculative windows with fused and separate
-// commits, materialize, flush, copy, reset, the baseline and snapshot
-// decodes; and the conv1d state and pending counts (prefill, updates with
-// speculative acceptances, commit). The GPU twin of this test is tests/gpu/*_arena_gpu_test.cpp.
+// slot's pieces is written, with dense rows and with padded ones (Pads).
+// GDN, KDA and Mamba-2 at model shapes, single precision and dual (fp8,
+// nvfp4 and bf16 read copies): prefill, T = 1 steps with flushes,
+// speculative windows with fused and separate commits, materialize, flush,
+// copy, reset, the baseline and snapshot decodes; and the conv1d state and
+// pending counts (prefill, updates with speculative acceptances, commit).
+// The GPU twins: tests/gpu/*_arena_gpu_test.cpp and the ArenaPools tests of
+// the dual and conv1d GPU tests.
 #include <optional>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "delta_fixture.h"
-#include "replayssm/conv1d.h"
 #include "mamba2_fixture.h"
+#include "replayssm/conv1d.h"
 #include "replayssm/quant.h"
 #include "slot_arena.h"
 
