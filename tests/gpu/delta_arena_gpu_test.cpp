@@ -101,6 +101,71 @@ TEST(DeltaGpuArena, PaddedRows) {
   }
 }
 
+// Checkpoint rows one element apart from dense (4 or 2 bytes: not 16-byte
+// aligned, which the cuda backend requires of the checkpoint) at the far
+// slots: every call that reads or writes the pool's checkpoint is rejected
+// with an Error naming it, and writes nothing (every piece, its guards and
+// padding as before).
+TEST(DeltaGpuArena, MisalignedRowsRejected) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(908);
+  for (const Cfg& c : {GDN_F32, KDA_BF16}) {
+    SCOPED_TRACE(name(c));
+    const int64_t B = 3, S = 4, T = 2;
+    Pool pool(c, S, 4, T, rng, true, true, dtype_size(c.state));
+    const Pair slot = far_slots(B, S);
+    std::vector<HostTensor> before;
+    for (Pair* p : pool.pairs()) before.push_back(p->fetch());
+    auto rejected = [&](const char* what, const char* arg, auto&& call) {
+      try {
+        call();
+        ADD_FAILURE() << what << ": accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.argument(), arg) << what << ": " << e.what();
+      }
+      sync();
+      const std::vector<Pair*> pairs = pool.pairs();
+      for (size_t i = 0; i < pairs.size(); ++i)
+        EXPECT_TRUE(pairs[i]->fetch().bytes_equal(before[i])) << what << ": pool tensor " << i << " written";
+      pool.arena->expect_guards(what);
+    };
+    Inputs in(c, {B, T}, rng);
+    const DeltaPool v = pool.view(true);
+    rejected("replay step", "pool.state", [&] { delta_replay_step(c.f, in.step(true, slot, -1), v, Tensor{}, false, cuda_exec()); });
+    rejected("decode", "state", [&] { delta_decode(c.f, in.step(true, slot, -1), pool.state.dt(), cuda_exec()); });
+    Pair snap;
+    snap.h = index_tensor({3, 2, 1, 0, -1, -1}, DType::i64);
+    snap.h.t().ndim = 2, snap.h.t().shape[0] = B, snap.h.t().shape[1] = T, snap.h.t().stride[0] = T, snap.h.t().stride[1] = 1;
+    snap.upload();
+    Pair none;
+    rejected("snapshot decode", "state", [&] {
+      delta_snapshot_decode(c.f, in.step(true, none, -1), pool.state.dt(), snap.dt(), Tensor{}, cuda_exec());
+    });
+    Pair acc;
+    acc.h = index_tensor({1, 1, 1});
+    acc.upload();
+    rejected("commit", "pool.state", [&] { delta_commit(c.f, v, slot.dt(), -1, acc.dt(), cuda_exec()); });
+    Pair out;
+    out.make(DType::f32, {B, c.s.HV, c.s.V, c.s.K});
+    out.upload();
+    rejected("materialize", "pool.state", [&] { delta_materialize(c.f, v, slot.dt(), -1, out.dt(), cuda_exec()); });
+    rejected("flush", "pool.state", [&] { delta_flush(c.f, v, slot.dt(), -1, cuda_exec()); });
+    Pair src = last_slots(1, S), dst;
+    dst.h = index_tensor({0});
+    dst.upload();
+    rejected("copy", "pool.state", [&] { delta_copy_slot(c.f, v, src.dt(), dst.dt(), -1, cuda_exec()); });
+    rejected("reset", "pool.state", [&] { delta_reset_slot(c.f, v, src.dt(), -1, cuda_exec()); });
+    Inputs pin(c, {7}, rng);
+    Pair cus, ps;
+    cus.h = index_tensor({0, 4, 4, 7});
+    cus.upload();
+    ps.h = index_tensor({3, -1, 2});
+    ps.upload();
+    rejected("prefill", "pool.state", [&] { delta_prefill(c.f, pin.prefill(true, cus, ps, Pair{}), v, cuda_exec()); });
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 // Eager T = 1 steps (batch 3, REPLAYSSM_EAGER_ROWS=3): the checkpoint is
 // folded in place every step, so outputs are compared every step and the
 // materialised states at the end (the reference keeps its records).

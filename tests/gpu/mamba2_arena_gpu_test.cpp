@@ -90,6 +90,59 @@ TEST(Mamba2GpuArena, PaddedRows) {
   }
 }
 
+// Checkpoint rows one element apart from dense (not 16-byte aligned, which
+// the cuda backend requires of the checkpoint) at the far slots: every call
+// that reads or writes the pool's checkpoint is rejected with an Error
+// naming it, and writes nothing (every piece, its guards and padding as
+// before).
+TEST(Mamba2GpuArena, MisalignedRowsRejected) {
+  RSSM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(916);
+  for (const Dtypes& d : {F32, BF16}) {
+    SCOPED_TRACE(name(d));
+    const int64_t B = 3, S = 4, T = 2;
+    Pool pool(rng, S, H128, d, 4, T, true, dtype_size(d.state));
+    const std::vector<int64_t> rows = far_rows(B, S);
+    std::vector<HostTensor> before;
+    for (int i = 0; i < 5; ++i) before.push_back(pool.fetch(i));
+    auto rejected = [&](const char* what, auto&& call) {
+      try {
+        call();
+        ADD_FAILURE() << what << ": accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.argument(), "state") << what << ": " << e.what();
+      }
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      for (int i = 0; i < 5; ++i) EXPECT_TRUE(pool.fetch(i).bytes_equal(before[size_t(i)])) << what << ": pool tensor " << i << " written";
+      pool.arena->expect_guards(what);
+    };
+    const Mamba2Pool v = pool.dev();
+    const Step st(rng, B, T, H128, d, rows, true, pool.layer);
+    rejected("replay step", [&] { mamba2_replay_step(st.dev(), v, Tensor{}, false, cuda()); });
+    rejected("decode", [&] { mamba2_decode(st.dev(), pool.dev_state(), cuda()); });
+    HostTensor idx = index_tensor({3, 2, 1, 0, -1, -1}, DType::i64);
+    idx.t().ndim = 2, idx.t().shape[0] = B, idx.t().shape[1] = T, idx.t().stride[0] = T, idx.t().stride[1] = 1;
+    const DeviceTensor didx(idx), dacc(index_tensor({1, 1, 1}));
+    rejected("snapshot decode", [&] { mamba2_snapshot_decode(st.dev(), pool.dev_state(), didx, dacc, cuda()); });
+    const DeviceTensor dslot(index_tensor(rows));
+    rejected("commit", [&] { mamba2_commit(v, dslot, -1, dacc, cuda()); });
+    HostTensor out(DType::f32, {B, H128.H, H128.P, H128.N});
+    const DeviceTensor dout(out);
+    rejected("materialize", [&] { mamba2_materialize(v, dslot, -1, dout, cuda()); });
+    rejected("flush", [&] { mamba2_flush(v, dslot, -1, cuda()); });
+    const DeviceTensor dsrc(index_tensor({3})), ddst(index_tensor({0}));
+    rejected("copy", [&] { mamba2_copy_slot(v, dsrc, ddst, -1, cuda()); });
+    rejected("reset", [&] { mamba2_reset_slot(v, dsrc, -1, cuda()); });
+    const std::vector<int64_t> cu = {0, 4, 4, 7};
+    const Step pst(rng, 1, cu.back(), H128, d, {0}, true, pool.layer);
+    const DeviceTensor dcu(index_tensor(cu)), dps(index_tensor({3, -1, 2}));
+    Mamba2Prefill dp{flat(pst.dx), flat(pst.ddt), flat(pst.dB), flat(pst.dC), flat(pst.dz), pst.dA, pst.dbias, pst.dD, true,
+                     dcu, dps, -1, Tensor{}, flat(pst.dy)};
+    rejected("prefill", [&] { mamba2_prefill(dp, v, cuda()); });
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 // Eager T = 1 steps (batch 3, REPLAYSSM_EAGER_ROWS=3): the checkpoint is
 // folded in place every step, so outputs are compared every step and the
 // materialised states at the end (the reference keeps its records).
