@@ -169,9 +169,9 @@ inline HostTensor slot_slice(const Tensor& t, int64_t slot, bool on_device) {
 
 // Device arenas held at once by all test processes of the machine (the
 // shards scripts/gpu_check.sh runs side by side): each holds ~8 GiB, so at
-// most ARENA_SLOTS of them, one flock()ed file in /tmp each; a reserve waits
-// for a free one.
-inline constexpr int ARENA_SLOTS = 4;
+// most ARENA_SLOTS of them (~50 GiB of the H200's 141), one flock()ed file in
+// /tmp each; a reserve waits for a free one.
+inline constexpr int ARENA_SLOTS = 6;
 struct ArenaLocks {
   std::mutex m;
   std::map<void*, int> fd_of;  // arena → its lock file
