@@ -134,7 +134,7 @@ void delta_arena_run(const delta::Cfg& c, uint64_t seed, const Pads& pads, std::
     return v;
   }();
   const DeltaPool ap = arena_pool(dp, tw);
-  const int64_t B = 3, HVV = c.HV * c.V;
+  const int64_t B = 3;
   const HostTensor rows = index_tensor({c.S - 1, -1, c.S - 2});  // the far slots, a pad row
 
   // prefill from zero, prompts of 5 and 3 tokens
