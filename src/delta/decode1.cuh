@@ -55,7 +55,12 @@ __host__ __device__ inline Decode1Layout decode1_layout(bool kda, int K, int nh,
 // EAGER: 0 for the baseline decode, else the eager step's resident blocks
 // per SM: 2 (registers for the fold without spills) when its grid fits two
 // per SM, 3 (the baseline's bound) otherwise (delta_launch.cu, run_eager).
-template <DType SD, bool KDA, int EAGER = 0>
+//
+// TAIL (a.big > 0, the baseline decode; delta_launch.cu): a 1-D grid whose
+// first a.big blocks are the tiles (nh, vt, kpb) of rows [0, a.tb0) and whose
+// last ones smaller tiles (a.tnh, a.tvt, a.tkpb) of rows [a.tb0, B), so the
+// blocks that start last (the grid's tail) finish sooner.
+template <DType SD, bool KDA, int EAGER = 0, bool TAIL = false>
 __global__ void __launch_bounds__(DECODE1_THREADS, EAGER ? EAGER : DECODE1_MIN_BLOCKS) delta_decode1_kernel(RecArgs a) {
   using RW = Row<SD>;
   using ST = Stage<SD>;
@@ -65,22 +70,37 @@ __global__ void __launch_bounds__(DECODE1_THREADS, EAGER ? EAGER : DECODE1_MIN_B
   float* sm = reinterpret_cast<float*>(smem4);
   const TokenArgs& in = a.in;
   const int K = in.K, V = in.V, lpr = a.lpr;
-  const int b = blockIdx.z, KPB = a.kpb, kh0 = blockIdx.y * KPB;
-  const int hgroup = div_small(blockIdx.x, a.vtiles), vtile = blockIdx.x - hgroup * a.vtiles;
-  const int nh = a.nh;
+  int bx = blockIdx.x, by = blockIdx.y, b = blockIdx.z, KPB = a.kpb, nh = a.nh, VT = a.vt, VTILES = a.vtiles;
+  if constexpr (TAIL) {
+    unsigned i = blockIdx.x;
+    const bool small = i >= a.big;
+    if (small) {
+      i -= a.big;
+      KPB = a.tkpb;
+      nh = a.tnh;
+      VT = a.tvt;
+      VTILES = a.tvtiles;
+    }
+    const unsigned gx = unsigned(in.G * KPB / nh * VTILES), gy = unsigned(in.H / KPB), yz = i / gx, z = yz / gy;
+    bx = int(i - yz * gx);
+    by = int(yz - z * gy);
+    b = int(z) + (small ? a.tb0 : 0);
+  }
+  const int kh0 = by * KPB;
+  const int hgroup = div_small(bx, VTILES), vtile = bx - hgroup * VTILES;
   const int hv0 = kh0 * in.G + hgroup * nh;
   // key head of local value head hl: kh0 (GQA), kh0 + hl (G = 1, KPB = nh)
   auto kx = [&](int hl) { return KPB == 1 ? 0 : hl; };
   const int AK = (K + 3) & ~3;  // stride of the per-key-head vectors
-  const int v0 = vtile * a.vt;
-  const int vt = min(a.vt, V - v0);
-  const int RB = nh * vt, RBM = nh * a.vt;
+  const int v0 = vtile * VT;
+  const int vt = min(VT, V - v0);
+  const int RB = nh * vt, RBM = nh * VT;
   const int tid = threadIdx.x, warp = tid >> 5, lane32 = tid & 31;
   const int nthr = blockDim.x;
   const int lsh = __ffs(lpr) - 1;  // lpr is a power of two (lanes_per_row)
   const int grp = tid >> lsh, lane = tid & (lpr - 1), rpp = nthr >> lsh;
   const int np = div_small(RBM + rpp - 1, rpp);
-  const bool reporter = tid == 0 && blockIdx.x == 0 && blockIdx.y == 0;
+  const bool reporter = tid == 0 && bx == 0 && by == 0;
 
   const int64_t s = idx_at(a.slot, b);
   if (s == a.pad) {

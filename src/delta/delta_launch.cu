@@ -280,8 +280,32 @@ void run_recurrent(const char* fn, RecArgs& a, const Tensor& state, const Dims& 
     const int rpp = DECODE1_THREADS / a.lpr, rbm = t.nh * t.vt;
     const size_t smem =
         size_t(decode1_layout(is_kda(d), int(d.K), t.nh, rbm, nch, (rbm + rpp - 1) / rpp, t.kpb).total) * 4;
-    const Launch l = launch_of(unsigned((G * t.kpb / t.nh) * a.vtiles), unsigned(d.H / t.kpb), unsigned(rows),
-                               DECODE1_THREADS, smem, exec);
+    Launch l = launch_of(unsigned((G * t.kpb / t.nh) * a.vtiles), unsigned(d.H / t.kpb), unsigned(rows),
+                         DECODE1_THREADS, smem, exec);
+    // The last r rows (heuristics.h DECODE1_TAIL_ROWS; REPLAYSSM_D1_TAIL_ROWS
+    // = r for measurements, 0 none) in smaller tiles at the end of a 1-D
+    // grid (decode1.cuh TAIL): the tile of REPLAYSSM_D1_TAIL_ROUNDS stage
+    // rounds (default 1), its rows of V per head cut to REPLAYSSM_D1_TAIL_VT
+    // when that is smaller.
+    const int64_t tr = cuda_util::env_int("REPLAYSSM_D1_TAIL_ROWS", DECODE1_TAIL_ROWS);
+    if (tr > 0 && tr < rows) {
+      DecodeTile u = decode1_tile(d.B, d.H, G, d.V, a.lpr, nch, sm_count(), is_kda(d),
+                                  cuda_util::env_int("REPLAYSSM_D1_TAIL_ROUNDS", 1));
+      const int tvt = cuda_util::env_int("REPLAYSSM_D1_TAIL_VT", 0);
+      if (tvt > 0 && tvt % rpp == 0 && tvt < u.vt) u.vt = tvt;
+      a.tb0 = int(rows - tr);
+      a.tnh = u.nh;
+      a.tvt = u.vt;
+      a.tvtiles = int((d.V + u.vt - 1) / u.vt);
+      a.tkpb = u.kpb;
+      a.big = l.grid[0] * l.grid[1] * unsigned(a.tb0);
+      const int64_t small = (G * u.kpb / u.nh) * a.tvtiles * (d.H / u.kpb) * tr;
+      const int urbm = u.nh * u.vt;
+      l.grid[0] = unsigned(a.big + small);
+      l.grid[1] = l.grid[2] = 1;
+      l.smem = std::max(l.smem, size_t(decode1_layout(is_kda(d), int(d.K), u.nh, urbm, nch, (urbm + rpp - 1) / rpp,
+                                                      u.kpb).total) * 4);
+    }
     dispatch<Decode1Op>(state.dtype, is_kda(d), a, l);
     cuda_util::check_launch(fn);
     return;

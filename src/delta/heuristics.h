@@ -46,6 +46,13 @@ inline int rows_per_block(int threads, int rows_per_thread, int lpr) { return th
 // known; a block covers decode1_stage_rounds stage loads of rows (value heads
 // of one key head share the q̂/k̂ preparation); three resident blocks per SM.
 // Small batches split V until the grid has two blocks per SM.
+// The baseline decode's last DECODE1_TAIL_ROWS rows run in smaller tiles at
+// the end of its 1-D grid (decode1.cuh TAIL), so the last wave drains
+// sooner. Against none, fp32 states, two rounds
+// (bench/results/2026-12-05_h200_baseline_tail_tiles.jsonl, µs): B = 64 GDN
+// HV32 77.8 → 75.5, HV64 144.9 → 143.3, KDA 81.8 → 79.7; B = 256 GDN HV64
+// 558.9 → 555.9, KDA equal. 8 rows: KDA B = 64 82.3; 32 rows: no better.
+inline constexpr int DECODE1_TAIL_ROWS = 16;
 inline constexpr int DECODE1_THREADS = 256;
 inline constexpr int DECODE1_MIN_BLOCKS = 3;
 // Rows per block in units of the stages (1: every row in flight at once, the

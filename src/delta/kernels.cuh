@@ -37,7 +37,8 @@ template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Laun
   launch_kernel(delta_recurrent_kernel<SD, KDA>, l, a);
 }
 template <DType SD, bool KDA> void launch_decode1(const RecArgs& a, const Launch& l) {
-  launch_kernel(delta_decode1_kernel<SD, KDA>, l, a);
+  if (a.big > 0) launch_kernel(delta_decode1_kernel<SD, KDA, 0, true>, l, a);
+  else launch_kernel(delta_decode1_kernel<SD, KDA>, l, a);
 }
 template <DType SD, bool KDA> void launch_decode1_eager(const RecArgs& a, const Launch& l, bool two_per_sm) {
   if (two_per_sm) launch_kernel(delta_decode1_kernel<SD, KDA, 2>, l, a);

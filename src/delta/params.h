@@ -103,6 +103,11 @@ struct RecArgs {
   int vt = 0;        // T = 1 decode kernel: V rows per block per head
   int vtiles = 1;    // T = 1 decode kernel: ceil(V / vt)
   int kpb = 1;       // T = 1 decode kernel: key heads per block (> 1 only when G = 1: one per value head)
+  // T = 1 decode kernel, TAIL (big > 0): the first `big` blocks of a 1-D grid
+  // take the tiles above of rows [0, tb0), the rest tiles (tnh, tvt, tkpb)
+  // of rows [tb0, B) (decode1.cuh).
+  unsigned big = 0;
+  int tb0 = 0, tnh = 1, tvt = 0, tvtiles = 1, tkpb = 1;
   int32_t* status = nullptr;
   // Eager replay step (decode1.cuh, EAGER): per-row arrival counters [B]
   // (zero between launches); the row's last block resets its cursor. Null:

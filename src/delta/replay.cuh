@@ -382,51 +382,56 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       }
     }
   } else {
-    // KDA, per channel k (one thread): the gates raw into GF, then fp32
-    // partial sums in place — an old record j <= r = n_old − 1 gets
+    // KDA, per channel k: fp32 partial sums of the gates in GF — an old
+    // record j <= r = n_old − 1 gets
     // Σ_{j<i<=r} g_i = Λ_r − Λ_j (backwards from r), a window record m gets
     // Σ_{n_old<=i<=m} g_i = Λ_m − Λ_r, and TOT[k] = Σ_{i<=r} g_i = Λ_r. Every
     // exponent below is one of these or a difference of two window sums, each
     // a sum of at most L + T gates of one sign for decaying gates.
+    // Two threads per channel (every thread at K = 128): part 0 the old
+    // records, backwards (ring loads in batches of 8, then the suffix sums
+    // and TOT), part 1 the window, forwards (its T raw gate loads first, then
+    // the gates, appended, and their prefix sums); the same sums in the same
+    // order as one thread taking both.
     const int hv = hv0;
-    for (int k = tid; k < K; k += NT) {
-      // the channel's ring gates and raw-gate constants, addressed once
+    for (int x = tid; x < 2 * K; x += NT) {
+      const int part = x >= K, k = x - part * K;
+      // the channel's ring gates, addressed once
       float* const gring = rg.g + s * rg.g0 + int64_t(hv) * rg.g2 + k;
-      GateRaw gr = gate_raw(in, true, b, 0, hv, k);  // token 0's input; .x reloaded per token below
-      const int64_t gin = b * in.g.sb + int64_t(hv) * in.g.sh + k;
-      // gates in batches of 8: their loads are issued before they are stored
-      for (int i0 = 0; i0 < n; i0 += 8) {
-        float g[8];
+      float acc = 0.f;
+      if (part == 0) {
+        for (int j0 = n_old - 1; j0 >= 0; j0 -= 8) {
+          float g[8];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const int i = i0 + e;
-          if (i >= n) break;
-          if (i < n_old) {
-            g[e] = gring[int64_t(rpos(old_start, i)) * rg.g1];
-          } else {
-            const int t = i - n_old;
-            gr.x = load_bits(in.g.p, in.g.dt, gin + int64_t(t) * in.g.st);
-            g[e] = gate_of(in, gr);
-            if (g_writer) gring[int64_t(rpos(p.append_start, t)) * rg.g1] = g[e];
+          for (int e = 0; e < 8; ++e)
+            if (j0 - e >= 0) g[e] = gring[int64_t(rpos(old_start, j0 - e)) * rg.g1];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            if (j0 - e < 0) break;
+            GF[(j0 - e) * K + k] = acc;
+            acc += g[e];
           }
         }
+        TOT[k] = acc;
+      } else {
+        GateRaw gr = gate_raw(in, true, b, 0, hv, k);  // the raw-gate constants; .x per token below
+        const int64_t gin = b * in.g.sb + int64_t(hv) * in.g.sh + k;
+        for (int t0 = 0; t0 < T; t0 += 8) {
+          uint32_t raw[8];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          if (i0 + e >= n) break;
-          GF[(i0 + e) * K + k] = g[e];
+          for (int e = 0; e < 8; ++e)
+            if (t0 + e < T) raw[e] = load_bits(in.g.p, in.g.dt, gin + int64_t(t0 + e) * in.g.st);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const int t = t0 + e;
+            if (t >= T) break;
+            gr.x = raw[e];
+            const float g = gate_of(in, gr);
+            if (g_writer) gring[int64_t(rpos(p.append_start, t)) * rg.g1] = g;
+            acc += g;
+            GF[(n_old + t) * K + k] = acc;
+          }
         }
-      }
-      float acc = 0.f;
-      for (int j = n_old - 1; j >= 0; --j) {
-        const float gj = GF[j * K + k];
-        GF[j * K + k] = acc;
-        acc += gj;
-      }
-      TOT[k] = acc;
-      acc = 0.f;
-      for (int i = n_old; i < n; ++i) {
-        acc += GF[i * K + k];
-        GF[i * K + k] = acc;
       }
     }
   }
@@ -509,21 +514,27 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     }
     if (p.flush)
       for (int k = tid; k < K; k += NT) E0V[k] = expf(TOT[k]);
-    for (int t = 0; t < T; ++t)  // window records: a warp per (t, n_old <= j < m)
-      for (int j = n_old + warp, m = n_old + t; j < m; j += nwarps) {
-        float wk = 0.f, wq = 0.f;
-        for (int k = lane32; k < K; k += 32) {
-          const float kk = expf(GF[m * K + k] - GF[j * K + k]) * KV[j * K + k];
-          wk += kk * KV[m * K + k];
-          wq += kk * QV[t * K + k];
-        }
-        wk = warp_sum(wk);
-        wq = warp_sum(wq);
-        if (lane32 == 0) {
-          W[(t * 2) * NM + j] = wk;
-          W[(t * 2 + 1) * NM + j] = wq;
-        }
+    // window records: a warp per pair (t, n_old <= j < m), the T(T − 1)/2
+    // pairs numbered t by t and dealt round the warps (pair q: t with
+    // t(t − 1)/2 <= q < t(t + 1)/2), so no warp takes more than
+    // ceil(pairs / warps) (by t, warp 0 took T − 1 of them)
+    for (int q = warp; q < T * (T - 1) / 2; q += nwarps) {
+      int t = 1, q0 = 0;
+      while (q >= q0 + t) q0 += t++;
+      const int m = n_old + t, j = n_old + q - q0;
+      float wk = 0.f, wq = 0.f;
+      for (int k = lane32; k < K; k += 32) {
+        const float kk = expf(GF[m * K + k] - GF[j * K + k]) * KV[j * K + k];
+        wk += kk * KV[m * K + k];
+        wq += kk * QV[t * K + k];
       }
+      wk = warp_sum(wk);
+      wq = warp_sum(wq);
+      if (lane32 == 0) {
+        W[(t * 2) * NM + j] = wk;
+        W[(t * 2 + 1) * NM + j] = wq;
+      }
+    }
     if (old_terms && MMA) {
       __syncthreads();  // UA and the scaled keys stored
       // a warp per old record j, its 2T products at once (as GDN's above)

@@ -275,7 +275,9 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   float* sm = reinterpret_cast<float*>(smem4);
   const TokenArgs& in = a.in;
   const Rings& rg = a.rings;
-  const int K = in.K, V = in.V, lpr = a.lpr, R = rg.R, L = rg.L;
+  // The bulk streams are K = 128 only (delta_launch.cu replay1_bulk_fits,
+  // replay1_qbulk_fits): K and the lanes per row as constants there.
+  const int K = BULK ? R1B_K : in.K, V = in.V, lpr = BULK ? R1B_K / LANE_ELEMS : a.lpr, R = rg.R, L = rg.L;
   const int b = blockIdx.z, kh = blockIdx.y;
   const int hgroup = div_small(blockIdx.x, a.vtiles), vtile = blockIdx.x - hgroup * a.vtiles;
   const int nh = a.nh;

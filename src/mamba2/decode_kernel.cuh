@@ -86,9 +86,11 @@ __device__ __forceinline__ void decode_pass(const Params& p, const BlockPos& bp,
   }
 }
 
-template <DType SD, DType AD, int VPL, bool EAGER = false>
 // The state stream lives in shared-memory stages (no registers held by loads
-// in flight).
+// in flight). TAIL (p.big > 0, the baseline decode; launch.cu): the grid's
+// last blocks take the last rows in smaller tiles (block_pos_tail), so the
+// blocks that start last finish sooner.
+template <DType SD, DType AD, int VPL, bool EAGER = false, bool TAIL = false>
 __global__ void __launch_bounds__(KERNEL_THREADS, DECODE_BLOCKS_PER_SM)
 mamba2_decode_kernel(const Params p) {
   using st_t = typename Traits<SD>::type;
@@ -96,7 +98,7 @@ mamba2_decode_kernel(const Params p) {
   uint4* stages = reinterpret_cast<uint4*>(smem4);
   float* sm = reinterpret_cast<float*>(smem4) + int64_t(p.stages) * STAGE_BYTES / 4;
 
-  const BlockPos bp = block_pos(p);
+  const BlockPos bp = TAIL ? block_pos_tail(p) : block_pos(p);
   const int64_t b = bp.row;
   const bool snap = p.mode == Mode::snapshot;
   const int T = p.T, ns = p.ns, N = p.N, nh = bp.nh, np = bp.np, nstages = p.stages;

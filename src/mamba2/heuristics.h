@@ -255,6 +255,14 @@ inline constexpr int HOT_BLOCKS_PER_SM = 2;
 // B = 256 638 µs; five or six stages instead of four change nothing.)
 inline constexpr int DECODE_BLOCKS_PER_SM = 3;
 inline constexpr int DECODE_PASSES = 8;
+// The decode kernel's last DECODE_TAIL_ROWS rows in tiles of
+// DECODE_TAIL_PASSES passes at the end of the grid (decode_kernel.cuh TAIL).
+// Against none, fp32, two rounds
+// (bench/results/2026-12-05_h200_baseline_tail_tiles.jsonl, µs): B = 64 H128
+// 153.4 → 150.3, H64 81.6 → 78.7, H96·P80 145.0 → 144.1 (8 rows: 142.5);
+// B = 256 H128 587.9 → 585.6, H64 300.9 → 296.7.
+inline constexpr int DECODE_TAIL_ROWS = 16;
+inline constexpr int DECODE_TAIL_PASSES = 4;
 inline constexpr int64_t STAGE_BYTES = int64_t(HOT_VPL) * KERNEL_THREADS * 16;
 // max_stages (measurements: REPLAYSSM_M2_DEC_STAGES for the decode kernel)
 // in [2, 8]: cp_async_wait takes up to 7 groups in flight.

@@ -36,6 +36,10 @@ struct Params {
   int nv = 0, lpr = 0, rpw = 0, ns = 0;
   int jmax = 0;    // staged records + tokens capacity (L + T)
   int stages = 0;  // async state stages of the hot kernels (heuristics.h::hot_stages)
+  // Decode kernel, TAIL (big > 0): blocks from `big` on take rows [tb0, B)
+  // in tiles (tnh, tnp; thchunks × tpchunks per group) no larger than (nh, np)
+  // (block_pos_tail).
+  int big = 0, tb0 = 0, tnh = 0, tnp = 0, thchunks = 0, tpchunks = 0;
   Mode mode = Mode::decode;
   // step / prefill inputs ([B, T, ...]; prefill uses b = 0 and t = token)
   const void* x = nullptr; int64_t x_b = 0, x_t = 0, x_h = 0;
@@ -327,6 +331,31 @@ struct BlockPos {
 
 // (32-bit unsigned divisions: blockIdx.x < 2^31 and the factors are
 // positive ints; 64-bit ones are calls of a division routine.)
+// The decode kernel's TAIL grid: the first p.big blocks as block_pos, the
+// rest over rows [p.tb0, B) in the smaller tiles.
+__device__ __forceinline__ BlockPos block_pos_tail(const Params& p) {
+  unsigned i = blockIdx.x;
+  int nh = p.nh, np = p.np, hch = p.hchunks, pch = p.pchunks;
+  int64_t r0 = 0;
+  if (i >= unsigned(p.big)) {
+    i -= unsigned(p.big);
+    nh = p.tnh;
+    np = p.tnp;
+    hch = p.thchunks;
+    pch = p.tpchunks;
+    r0 = p.tb0;
+  }
+  BlockPos bp;
+  bp.pc = int(i % unsigned(pch)); i /= unsigned(pch);
+  bp.hc = int(i % unsigned(hch)); i /= unsigned(hch);
+  bp.g = int(i % unsigned(p.G));
+  bp.row = r0 + int64_t(i / unsigned(p.G));
+  bp.h0 = bp.g * p.hpg + bp.hc * nh;
+  bp.nh = min(nh, p.hpg - bp.hc * nh);
+  bp.p0 = bp.pc * np;
+  bp.np = min(np, p.P - bp.p0);
+  return bp;
+}
 __device__ __forceinline__ BlockPos block_pos(const Params& p) {
   unsigned i = blockIdx.x;
   BlockPos bp;

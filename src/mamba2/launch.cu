@@ -243,8 +243,27 @@ void launch_decode_kernel(const char* fn, Params& p, DType state, DType act, con
   const Tile t = choose_tile(p.B, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(passes) * rpp);
   p.stages = hot_stages(smem(t.nh, t.np), info.smem_per_sm, DECODE_BLOCKS_PER_SM,
                         cuda_util::env_int("REPLAYSSM_M2_DEC_STAGES", MAX_HOT_STAGES));
-  const LaunchCfg c = config(fn, p, t, smem(t.nh, t.np) + p.stages * STAGE_BYTES, exec, g.vpl, info);
-  dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_decode<SD, AD>(p, c); });
+  LaunchCfg c = config(fn, p, t, smem(t.nh, t.np) + p.stages * STAGE_BYTES, exec, g.vpl, info);
+  // The last r rows (heuristics.h DECODE_TAIL_ROWS; REPLAYSSM_M2_DEC_TAIL_ROWS
+  // = r for measurements, 0 none) in tiles of DECODE_TAIL_PASSES passes
+  // (REPLAYSSM_M2_DEC_TAIL_PASSES) at the end of the grid (decode_kernel.cuh
+  // TAIL), when those tiles are no larger than the others.
+  Params q = p;
+  const int64_t tr = cuda_util::env_int("REPLAYSSM_M2_DEC_TAIL_ROWS", DECODE_TAIL_ROWS);
+  if (!p.eager && p.mode == Mode::decode && tr > 0 && tr < p.B) {
+    const int tp = std::max(1, cuda_util::env_int("REPLAYSSM_M2_DEC_TAIL_PASSES", DECODE_TAIL_PASSES));
+    const Tile u = choose_tile(tr, p.H, p.G, p.P, rpp, info.sms, smem, int64_t(tp) * rpp);
+    if (u.nh <= t.nh && u.np <= t.np) {
+      q.tb0 = int(p.B - tr);
+      q.big = int(int64_t(q.tb0) * p.G * t.hchunks * t.pchunks);
+      q.tnh = u.nh;
+      q.tnp = u.np;
+      q.thchunks = u.hchunks;
+      q.tpchunks = u.pchunks;
+      c.grid = dim3(unsigned(q.big + u.blocks));
+    }
+  }
+  dispatch(fn, state, act, [&]<DType SD, DType AD>() { kern::launch_decode<SD, AD>(q, c); });
 }
 
 // Materialize and flush share the fold kernel; the decays come from pool.A.

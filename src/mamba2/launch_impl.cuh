@@ -43,6 +43,7 @@ template <int QF, DType AD> void launch_replay1_packed(const Params& p, const La
 }
 template <DType SD, DType AD> void launch_decode(const Params& p, const LaunchCfg& c) {
   if (p.eager) run_kernel<mamba2_decode_kernel<SD, AD, HOT_VPL, true>>(p, c);
+  else if (p.big > 0) run_kernel<mamba2_decode_kernel<SD, AD, HOT_VPL, false, true>>(p, c);
   else run_kernel<mamba2_decode_kernel<SD, AD, HOT_VPL>>(p, c);
 }
 // Slot operations are not on the per-token path: one VPL = 2 instance
