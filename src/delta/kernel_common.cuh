@@ -26,6 +26,17 @@ using cuda_util::warp_sum;
 inline constexpr int ELEMS_PER_LANE = LANE_ELEMS;  // a lane's share of a state row (heuristics.h)
 inline constexpr unsigned FULL_MASK = 0xffffffffu;
 
+// A region of the block's shared memory at offset `off` (elements of *p) of
+// a host-computed layout (layouts.h). Every layout offset is a multiple of
+// A (four floats; ReplayLayout::bytes of 16 bytes), which the launch wrappers
+// check (kernels.cuh check_layout); forming the pointer as p + A·(off / A)
+// lets the compiler see the region's 16-byte alignment, as it did when the
+// kernels computed their layouts (vector shared-memory accesses).
+template <int A = 4, class T>
+__device__ __forceinline__ T* at_aligned(T* p, int64_t off) {
+  return p + int64_t(uint64_t(off) / A * A);  // offsets are >= 0: one AND
+}
+
 __device__ __forceinline__ int64_t idx_at(const Index& x, int64_t i, int64_t j = 0) {
   const int64_t o = i * x.s0 + j * x.s1;
   return x.dt == DType::i64 ? static_cast<const int64_t*>(x.p)[o]

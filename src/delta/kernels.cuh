@@ -1,6 +1,10 @@
 // Definitions of the typed launch entry points (kernels.h); included only by
 // the per-dtype instantiation units.
 #pragma once
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
 #include "delta/kernels.h"
 #include "delta/decode1.cuh"
 #include "delta/recurrent.cuh"
@@ -32,6 +36,22 @@ inline void launch_kernel(Kernel k, const Launch& l, auto&& args) {
 // (bench/results/2026-12-04_h200_snapshot_k128.jsonl): GDN HV64 fp32 1938 →
 // 1698, bf16 1955 → 1296; KDA fp32 1066 → 971, bf16 1235 → 841
 // (perf_notes_delta.md v37).
+// The replay wrappers below pass KDA kernels their block layout (layouts.h
+// HOST_LAYOUT), computed here on the host with the function the GDN kernels
+// call per block. The kernels rely on each field being a multiple of four
+// (align4 throughout; kernel_common.cuh at_aligned): an internal invariant,
+// checked per launch.
+template <class Layout>
+const Layout& check_layout(const Layout& l, const char* kernel) {
+  static_assert(sizeof(Layout) % sizeof(int64_t) == 0, "layouts hold int64 fields only");
+  int64_t f[sizeof(Layout) / sizeof(int64_t)];
+  std::memcpy(f, &l, sizeof(Layout));
+  for (const int64_t x : f)
+    if (x < 0 || x % 4 != 0)
+      throw std::logic_error(std::string("replayssm internal error: ") + kernel + " layout offset " +
+                             std::to_string(x) + " is not a multiple of 4");
+  return l;
+}
 template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Launch& l) {
   if (a.in.K == 128 && a.lpr == 128 / ELEMS_PER_LANE) return launch_kernel(delta_recurrent_kernel<SD, KDA, 128>, l, a);
   launch_kernel(delta_recurrent_kernel<SD, KDA>, l, a);
@@ -44,31 +64,48 @@ template <DType SD, bool KDA> void launch_decode1_eager(const RecArgs& a, const 
   if (two_per_sm) launch_kernel(delta_decode1_kernel<SD, KDA, 2>, l, a);
   else launch_kernel(delta_decode1_kernel<SD, KDA, DECODE1_MIN_BLOCKS>, l, a);
 }
+// replay.cuh's layout (MMA: the tensor-core instance, K = REPLAY_MMA_K)
+template <bool KDA, bool MMA>
+ReplayArgs with_replay_layout(const ReplayArgs& a) {
+  ReplayArgs b = a;
+  if constexpr (HOST_LAYOUT<KDA>)
+    b.rl = check_layout(replay_layout(KDA, MMA ? REPLAY_MMA_K : a.in.K, a.T, a.rings.L, a.nh, a.nh * a.vt, MMA),
+                        "delta_replay_kernel");
+  return b;
+}
+// replay1.cuh's layout
+template <DType SD, bool KDA, int QF, bool BULK, bool LR>
+void launch_replay1_instance(const ReplayArgs& a, const Launch& l) {
+  ReplayArgs b = a;
+  if constexpr (HOST_LAYOUT<KDA>)
+    b.r1 = check_layout(replay1_block_layout<SD, KDA, QF, BULK, LR>(a, l.threads), "delta_replay1_kernel");
+  launch_kernel(delta_replay1_kernel<SD, KDA, QF, BULK, LR>, l, b);
+}
 template <DType SD, bool KDA> void launch_replay(const ReplayArgs& a, const Launch& l) {
-  launch_kernel(delta_replay_kernel<SD, KDA>, l, a);
+  launch_kernel(delta_replay_kernel<SD, KDA>, l, with_replay_layout<KDA, false>(a));
 }
 template <DType SD, bool KDA> void launch_replay_mma(const ReplayArgs& a, const Launch& l) {
-  launch_kernel(delta_replay_kernel<SD, KDA, QF_NONE, true>, l, a);
+  launch_kernel(delta_replay_kernel<SD, KDA, QF_NONE, true>, l, with_replay_layout<KDA, true>(a));
 }
 template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l) {
-  launch_kernel(delta_replay1_kernel<SD, KDA>, l, a);
+  launch_replay1_instance<SD, KDA, QF_NONE, false, false>(a, l);
 }
 // a.ld < L: the long-ring instance (replay1.cuh, LR)
 template <DType SD, bool KDA> void launch_replay1_bulk(const ReplayArgs& a, const Launch& l) {
-  if (a.ld < a.rings.L) launch_kernel(delta_replay1_kernel<SD, KDA, QF_NONE, true, true>, l, a);
-  else launch_kernel(delta_replay1_kernel<SD, KDA, QF_NONE, true>, l, a);
+  if (a.ld < a.rings.L) launch_replay1_instance<SD, KDA, QF_NONE, true, true>(a, l);
+  else launch_replay1_instance<SD, KDA, QF_NONE, true, false>(a, l);
 }
 template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& l) {
   launch_kernel(delta_fold_kernel<SD, KDA>, l, a);
 }
 
 template <int QF, bool KDA> void launch_replay_quant(const ReplayArgs& a, const Launch& l) {
-  launch_kernel(delta_replay_kernel<DType::f32, KDA, QF>, l, a);
+  launch_kernel(delta_replay_kernel<DType::f32, KDA, QF>, l, with_replay_layout<KDA, false>(a));
 }
 template <int QF, bool KDA> void launch_replay1_quant(const ReplayArgs& a, const Launch& l, bool bulk) {
-  if (bulk && a.ld < a.rings.L) launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF, true, true>, l, a);
-  else if (bulk) launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF, true>, l, a);
-  else launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF>, l, a);
+  if (bulk && a.ld < a.rings.L) launch_replay1_instance<DType::bf16, KDA, QF, true, true>(a, l);
+  else if (bulk) launch_replay1_instance<DType::bf16, KDA, QF, true, false>(a, l);
+  else launch_replay1_instance<DType::bf16, KDA, QF, false, false>(a, l);
 }
 
 #define RSSM_DELTA_INSTANTIATE_QUANT(QF)                                                \

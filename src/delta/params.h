@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include "delta/layouts.h"
 #include "replayssm/delta.h"
 #include "quant/tile_geom.h"
 #include "replayssm/quant.h"
@@ -157,6 +158,14 @@ struct ReplayArgs {
   // Timeline stamps: per block (replay1.cuh, R1_STAMP; builds with
   // REPLAYSSM_R1_TIMING) or per item (replay1p.cuh, R1P_TIMING=file at run time).
   unsigned long long* timing = nullptr;
+  // The block's shared-memory layout, filled by the launch wrapper
+  // (kernels.cuh, delta_replay1p.cu; layouts.h HOST_LAYOUT): replay.cuh's
+  // (rl) and replay1.cuh's (r1) for KDA, the persistent step's preparation
+  // (p1 per warp, p1res its result buffer)
+  ReplayLayout rl{};
+  Replay1Layout r1{};
+  P1Layout p1{};
+  R1PRes p1res{};
 };
 
 // Fold of the committed records: materialize (out) or flush (in place).

@@ -70,13 +70,7 @@ struct R1PItem {
 inline constexpr int R1P_LIVE = 1, R1P_FLUSH = 2;
 static_assert(sizeof(R1PItem) % 16 == 0, "headers are copied in 16-byte units");
 
-// An item's result buffer (and scratch payload), in floats: the vectors the
-// consumers read for every item; a flushing item's payload adds the fold's
-// decays (GDN [nh][L]) and keys ([n_old][K]: k̂_j, KDA c_j ⊙ k̂_j).
-struct R1PRes {
-  int64_t uk, uq, e0v, vs, hq, eu, e0, beta, sz;  // sz: the result buffer
-  int64_t co, kv, pay;                             // offsets of the flush part; pay: payload stride
-};
+// An item's result buffer and scratch payload (R1PRes, layouts.h).
 __host__ __device__ inline R1PRes r1p_res(bool kda, int K, int L, int nh, int rb) {
   R1PRes l{};
   int64_t r = 0;
@@ -143,10 +137,7 @@ __device__ __forceinline__ void r1p_stamp(const ReplayArgs& a, int64_t it, int i
 
 // ---- 1. the preparation kernel ----
 
-// Per-warp shared memory in floats.
-struct P1Layout {
-  int64_t kt, qv, kr, gs, co, dk, dq, total;
-};
+// Per-warp shared memory in floats (P1Layout, layouts.h).
 __host__ __device__ inline P1Layout p1_layout(bool kda, int K, int L, int nh) {
   P1Layout l{};
   int64_t o = 0;
@@ -181,16 +172,17 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
   const int64_t nitems = int64_t(a.rows) * H;
   const int64_t it = int64_t(blockIdx.x) * P1_WARPS + warp;
   if (it >= nitems) return;
-  const P1Layout pl = p1_layout(KDA, K, L, nh);
-  const R1PRes rl = r1p_res(KDA, K, L, nh, RB);
-  float* const W = reinterpret_cast<float*>(smem4) + warp * pl.total;
-  float* const KT = W + pl.kt;
-  float* const QV = W + pl.qv;
-  float* const KR = W + pl.kr;
-  float* const GS = W + pl.gs;
-  float* const CO = W + pl.co;
-  float* const DK = W + pl.dk;
-  float* const DQ = W + pl.dq;
+  // p1_layout and r1p_res, on the host (delta_replay1p.cu launch_prep1)
+  const P1Layout& pl = a.p1;
+  const R1PRes& rl = a.p1res;
+  float* const W = at_aligned(reinterpret_cast<float*>(smem4), warp * pl.total);
+  float* const KT = at_aligned(W, pl.kt);
+  float* const QV = at_aligned(W, pl.qv);
+  float* const KR = at_aligned(W, pl.kr);
+  float* const GS = at_aligned(W, pl.gs);
+  float* const CO = at_aligned(W, pl.co);
+  float* const DK = at_aligned(W, pl.dk);
+  float* const DQ = at_aligned(W, pl.dq);
   float* const P = reinterpret_cast<float*>(scr + r1p_pay_offset(nitems)) + it * a.scr_ps;
   R1PItem* const hdr = reinterpret_cast<R1PItem*>(scr + r1p_hdr_offset());
   if (lane == 0) r1p_stamp(a, it, 12);
