@@ -36,9 +36,9 @@ inline void launch_kernel(Kernel k, const Launch& l, auto&& args) {
 // (bench/results/2026-12-04_h200_snapshot_k128.jsonl): GDN HV64 fp32 1938 →
 // 1698, bf16 1955 → 1296; KDA fp32 1066 → 971, bf16 1235 → 841
 // (perf_notes_delta.md v37).
-// The replay wrappers below pass KDA kernels their block layout (layouts.h
-// HOST_LAYOUT), computed here on the host with the function the GDN kernels
-// call per block. The kernels rely on each field being a multiple of four
+// The T > 1 replay wrappers below pass KDA kernels their block layout
+// (layouts.h HOST_LAYOUT), computed here on the host with the function the
+// GDN kernels call per block. The kernels rely on each field being a multiple of four
 // (align4 throughout; kernel_common.cuh at_aligned): an internal invariant,
 // checked per launch.
 template <class Layout>
@@ -73,14 +73,6 @@ ReplayArgs with_replay_layout(const ReplayArgs& a) {
                         "delta_replay_kernel");
   return b;
 }
-// replay1.cuh's layout
-template <DType SD, bool KDA, int QF, bool BULK, bool LR>
-void launch_replay1_instance(const ReplayArgs& a, const Launch& l) {
-  ReplayArgs b = a;
-  if constexpr (HOST_LAYOUT<KDA>)
-    b.r1 = check_layout(replay1_block_layout<SD, KDA, QF, BULK, LR>(a, l.threads), "delta_replay1_kernel");
-  launch_kernel(delta_replay1_kernel<SD, KDA, QF, BULK, LR>, l, b);
-}
 template <DType SD, bool KDA> void launch_replay(const ReplayArgs& a, const Launch& l) {
   launch_kernel(delta_replay_kernel<SD, KDA>, l, with_replay_layout<KDA, false>(a));
 }
@@ -88,12 +80,12 @@ template <DType SD, bool KDA> void launch_replay_mma(const ReplayArgs& a, const 
   launch_kernel(delta_replay_kernel<SD, KDA, QF_NONE, true>, l, with_replay_layout<KDA, true>(a));
 }
 template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l) {
-  launch_replay1_instance<SD, KDA, QF_NONE, false, false>(a, l);
+  launch_kernel(delta_replay1_kernel<SD, KDA>, l, a);
 }
 // a.ld < L: the long-ring instance (replay1.cuh, LR)
 template <DType SD, bool KDA> void launch_replay1_bulk(const ReplayArgs& a, const Launch& l) {
-  if (a.ld < a.rings.L) launch_replay1_instance<SD, KDA, QF_NONE, true, true>(a, l);
-  else launch_replay1_instance<SD, KDA, QF_NONE, true, false>(a, l);
+  if (a.ld < a.rings.L) launch_kernel(delta_replay1_kernel<SD, KDA, QF_NONE, true, true>, l, a);
+  else launch_kernel(delta_replay1_kernel<SD, KDA, QF_NONE, true>, l, a);
 }
 template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& l) {
   launch_kernel(delta_fold_kernel<SD, KDA>, l, a);
@@ -103,9 +95,9 @@ template <int QF, bool KDA> void launch_replay_quant(const ReplayArgs& a, const 
   launch_kernel(delta_replay_kernel<DType::f32, KDA, QF>, l, with_replay_layout<KDA, false>(a));
 }
 template <int QF, bool KDA> void launch_replay1_quant(const ReplayArgs& a, const Launch& l, bool bulk) {
-  if (bulk && a.ld < a.rings.L) launch_replay1_instance<DType::bf16, KDA, QF, true, true>(a, l);
-  else if (bulk) launch_replay1_instance<DType::bf16, KDA, QF, true, false>(a, l);
-  else launch_replay1_instance<DType::bf16, KDA, QF, false, false>(a, l);
+  if (bulk && a.ld < a.rings.L) launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF, true, true>, l, a);
+  else if (bulk) launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF, true>, l, a);
+  else launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF>, l, a);
 }
 
 #define RSSM_DELTA_INSTANTIATE_QUANT(QF)                                                \

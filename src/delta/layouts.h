@@ -1,22 +1,19 @@
-// Shared-memory layouts of the delta replay kernels' blocks (offsets into
-// the dynamic shared memory). The functions that fill them live beside their
-// kernels (replay.cuh replay_layout, replay1.cuh replay1_layout, replay1p.cuh
-// p1_layout / r1p_res). The launch wrappers (kernels.cuh, delta_replay1p.cu)
-// compute a launch's layout on the host and pass it in the kernel's
-// parameter block, so a block need not spend instructions on it (80–210 per
-// thread in the T = 1 / T > 1 replay kernels, ~200 per item in the
-// persistent step's preparation; experiments/2026-12-05_t36/README.md).
+// Shared-memory layouts of delta kernels' blocks, computed on the host by the
+// launch wrappers (kernels.cuh, delta_replay1p.cu) and passed in the kernel's
+// parameter block, so a block need not spend instructions on them: the
+// T > 1 replay kernel's (replay.cuh replay_layout, 130–210 instructions per
+// thread) and the persistent T = 1 step's preparation (replay1p.cuh
+// p1_layout / r1p_res, ~90–200 per item).
 //
-// Who reads it (HOST_LAYOUT): the persistent step's preparation always, the
-// T = 1 and T > 1 replay kernels for KDA only. Measured with every kernel
-// reading it against every kernel computing its own, in one run (B = 256,
-// L = 16, µs; bench/results/2026-12-05_h200_t36_variants.jsonl): KDA T = 1
-// 230.9 → 219.4 (persistent), bf16 213.4 → 200.6, B = 64 77.2 → 76.1
-// (blocks), T = 5 652.6 → 634.9; GDN bf16 T = 1 236.5 → 233.7 (persistent);
-// but GDN fp32 T = 1 312.2 → 315.4 (blocks: their offsets are re-read from
-// the constant bank where used instead of being held), T = 5 664.3 → 667.6,
-// and the decode baseline (decode1.cuh) KDA 289.1 → 291.2, B = 64 81.8 →
-// 83.2. So GDN's replay kernels and both decodes keep computing theirs.
+// The T > 1 kernel reads it for KDA only (HOST_LAYOUT); GDN's instances and
+// the other kernels compute their layouts per block. Measured against
+// kernels that all computed their own, in one run each (B = 256, L = 16, µs;
+// experiments/2026-12-05_t36 and _t38): the persistent step KDA fp32 230.9 →
+// 219.1, bf16 213.0 → 201.0, GDN bf16 236.6 → 234.7, dual GDN fp8 / nvfp4
+// −0.3 %; KDA T = 5 bf16 584.3 → 563.4, fp32 621.7 → 620.7. But GDN's
+// kernels lost: fp32 T = 1 312.2 → 315.4 (blocks: the offsets re-read from
+// the constant bank where used), T = 5 664.3 → 667.6; and so did KDA's T = 1
+// blocks, B = 64 70.6 → 73.4, and the KDA decode, 289.1 → 291.2.
 #pragma once
 #include <cstdint>
 
@@ -34,11 +31,6 @@ struct ReplayLayout {
   int64_t lamd;                                       // offset of the log-decays
   int64_t kv, qv, uk, uq, e0v, ua, w, dt, gs, beta, eu, kq, cf, e0;  // float offsets (after the log-decays)
   int64_t float_base, bytes;
-};
-
-// replay1.cuh (T = 1), in floats (stages first: 16-byte aligned).
-struct Replay1Layout {
-  int64_t stg, bar, kv, kr, qv, uk, uq, e0v, gs, dt, dk, dq, co, eu, e0, beta, misc, vs, hq, total;
 };
 
 // replay1p.cuh: an item's result buffer (and scratch payload), in floats:

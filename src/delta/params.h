@@ -159,11 +159,9 @@ struct ReplayArgs {
   // REPLAYSSM_R1_TIMING) or per item (replay1p.cuh, R1P_TIMING=file at run time).
   unsigned long long* timing = nullptr;
   // The block's shared-memory layout, filled by the launch wrapper
-  // (kernels.cuh, delta_replay1p.cu; layouts.h HOST_LAYOUT): replay.cuh's
-  // (rl) and replay1.cuh's (r1) for KDA, the persistent step's preparation
-  // (p1 per warp, p1res its result buffer)
+  // (kernels.cuh, delta_replay1p.cu; layouts.h): replay.cuh's (rl) for KDA,
+  // the persistent step's preparation (p1 per warp, p1res its result buffer)
   ReplayLayout rl{};
-  Replay1Layout r1{};
   P1Layout p1{};
   R1PRes p1res{};
 };

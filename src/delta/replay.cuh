@@ -206,7 +206,9 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // ternaries: a helper function or lambda for them changed GDN's SASS.
   constexpr bool HL = HOST_LAYOUT<KDA>;
   const ReplayLayout lay = HL ? a.rl : replay_layout(KDA, K, T, rg.L, a.nh, RBM, MMA);
-  char* const stg = (HL ? at_aligned<16>(reinterpret_cast<char*>(smem4), lay.bytes) : reinterpret_cast<char*>(smem4) + lay.bytes) + REPLAY_MMA_UB_BYTES + warp * REPLAY_MMA_STAGE;
+  char* const stg = (HL ? at_aligned<16>(reinterpret_cast<char*>(smem4), lay.bytes)
+                        : reinterpret_cast<char*>(smem4) + lay.bytes) +
+                    REPLAY_MMA_UB_BYTES + warp * REPLAY_MMA_STAGE;
   // Unit (tile, hf): 16 rows × 16 chunks of 16 bytes (fp32: columns 64·hf …
   // 64·hf + 63; 16-bit: the whole row). Chunk q of row r lands at chunk
   // q ^ swz(r), so the fragment loads (rows g, g + 8; lanes t4 along the
@@ -249,16 +251,21 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   double* LAMD = reinterpret_cast<double*>(smem4);   // GDN [nh][NM]
   float* GF = reinterpret_cast<float*>(smem4);       // KDA [NM][K] partial sums of the gates
   float* TOT = GF + int64_t(NM) * K;                 // KDA [K]
-  float* sm = HL ? at_aligned(reinterpret_cast<float*>(smem4), lay.float_base) : reinterpret_cast<float*>(smem4) + lay.float_base;
-  float* KV = (HL ? at_aligned(sm, lay.kv) : sm + lay.kv);  // [NM][K] k̂ of old records then window (KDA: old records as fold vectors)
-  float* QV = (HL ? at_aligned(sm, lay.qv) : sm + lay.qv);  // [T][K] q̂
-  float* UK = (HL ? at_aligned(sm, lay.uk) : sm + lay.uk);  // KDA [T][K] e^{Λ_m} ⊙ k̂_t
-  float* UQ = (HL ? at_aligned(sm, lay.uq) : sm + lay.uq);  // KDA [T][K] e^{Λ_m} ⊙ q̂_t
-  float* E0V = (HL ? at_aligned(sm, lay.e0v) : sm + lay.e0v);
-  float* W = (HL ? at_aligned(sm, lay.w) : sm + lay.w);    // [nh][T][2][NM]
-  float* DT = (HL ? at_aligned(sm, lay.dt) : sm + lay.dt);  // [NM][RBM] d of old records then window, per block row
-  float* GS = (HL ? at_aligned(sm, lay.gs) : sm + lay.gs);  // GDN [nh][NM] gates
-  float* BETA = (HL ? at_aligned(sm, lay.beta) : sm + lay.beta), *EU = (HL ? at_aligned(sm, lay.eu) : sm + lay.eu), *KQ = (HL ? at_aligned(sm, lay.kq) : sm + lay.kq), *CF = (HL ? at_aligned(sm, lay.cf) : sm + lay.cf), *E0 = (HL ? at_aligned(sm, lay.e0) : sm + lay.e0);
+  float* sm = HL ? at_aligned(reinterpret_cast<float*>(smem4), lay.float_base)
+                 : reinterpret_cast<float*>(smem4) + lay.float_base;
+  float* KV = HL ? at_aligned(sm, lay.kv) : sm + lay.kv;  // [NM][K] k̂ of old records then window (KDA: old records as fold vectors)
+  float* QV = HL ? at_aligned(sm, lay.qv) : sm + lay.qv;  // [T][K] q̂
+  float* UK = HL ? at_aligned(sm, lay.uk) : sm + lay.uk;  // KDA [T][K] e^{Λ_m} ⊙ k̂_t
+  float* UQ = HL ? at_aligned(sm, lay.uq) : sm + lay.uq;  // KDA [T][K] e^{Λ_m} ⊙ q̂_t
+  float* E0V = HL ? at_aligned(sm, lay.e0v) : sm + lay.e0v;
+  float* W = HL ? at_aligned(sm, lay.w) : sm + lay.w;    // [nh][T][2][NM]
+  float* DT = HL ? at_aligned(sm, lay.dt) : sm + lay.dt;  // [NM][RBM] d of old records then window, per block row
+  float* GS = HL ? at_aligned(sm, lay.gs) : sm + lay.gs;  // GDN [nh][NM] gates
+  float* BETA = HL ? at_aligned(sm, lay.beta) : sm + lay.beta;
+  float* EU = HL ? at_aligned(sm, lay.eu) : sm + lay.eu;
+  float* KQ = HL ? at_aligned(sm, lay.kq) : sm + lay.kq;
+  float* CF = HL ? at_aligned(sm, lay.cf) : sm + lay.cf;
+  float* E0 = HL ? at_aligned(sm, lay.e0) : sm + lay.e0;
 
   // Window k̂, q̂; the key head's records are appended by block x == 0.
   const bool k_writer = blockIdx.x == 0, g_writer = vtile == 0;
@@ -500,7 +507,10 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     // exponentials instead of T·n_old·K. Window records (j >= n_old) keep
     // the direct form.
     // [2][T][K] e^{Λ_m − Λ_r} ⊙ k̂_m, e^{Λ_m − Λ_r} ⊙ q̂_t (MMA: in the operand region, filled later)
-    float* UA = MMA ? reinterpret_cast<float*>((HL ? at_aligned<16>(reinterpret_cast<char*>(smem4), lay.bytes) : reinterpret_cast<char*>(smem4) + lay.bytes)) : (HL ? at_aligned(sm, lay.ua) : sm + lay.ua);
+    float* UA = MMA ? reinterpret_cast<float*>(HL ? at_aligned<16>(reinterpret_cast<char*>(smem4), lay.bytes)
+                                                  : reinterpret_cast<char*>(smem4) + lay.bytes)
+                    : HL ? at_aligned(sm, lay.ua)
+                         : sm + lay.ua;
     const bool old_terms = j_lo < n_old;
     if (n_old > 0) {
       for (int x = tid; x < n_old * K; x += NT) KV[x] *= expf(GF[x]);
@@ -598,7 +608,8 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     // û_k,t[2p + 1], û_q,t[2p + 1]} (hi / lo); rows of UBP = 65 units, so the
     // 16-byte loads of a quarter warp (two tokens, four pairs two apart) hit
     // 8 distinct 16-byte bank groups.
-    uint4* UH = reinterpret_cast<uint4*>((HL ? at_aligned<16>(reinterpret_cast<char*>(smem4), lay.bytes) : reinterpret_cast<char*>(smem4) + lay.bytes));  // [8][UBP]
+    uint4* UH = reinterpret_cast<uint4*>(HL ? at_aligned<16>(reinterpret_cast<char*>(smem4), lay.bytes)
+                                            : reinterpret_cast<char*>(smem4) + lay.bytes);  // [8][UBP]
     uint4* UL = UH + 8 * UBP;                                                        // [8][UBP]
     int* POS = reinterpret_cast<int*>(UL + 8 * UBP);                                 // [8] ring positions
     static_assert(8 * (KM / 2) % NT == 0, "whole passes over the A operands");

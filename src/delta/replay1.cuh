@@ -183,9 +183,11 @@ __host__ __device__ inline int64_t replay1_dt_floats(int L, int ld, int rbm, int
   return ld >= L ? int64_t(L) * rbm : (tile > staged ? tile : staged);
 }
 
-// Shared memory of the T = 1 replay kernel (Replay1Layout, layouts.h), in
-// floats (stages first: 16-byte aligned). rbm = nh·vt rows, np rows per
-// thread, dt_floats: replay1_dt_floats.
+// Shared memory of the T = 1 replay kernel, in floats (stages first: 16-byte
+// aligned). rbm = nh·vt rows, np rows per thread, dt_floats: replay1_dt_floats.
+struct Replay1Layout {
+  int64_t stg, bar, kv, kr, qv, uk, uq, e0v, gs, dt, dk, dq, co, eu, e0, beta, misc, vs, hq, total;
+};
 // bulk_floats > 0 (the bulk-copy stream, BULK kernels): the stages are
 // bulk_floats (stages × sweep) and four mbarriers follow.
 __host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, int nh, int rbm, int64_t dt_floats,
@@ -246,29 +248,6 @@ __device__ __forceinline__ void r1_tag(const ReplayArgs& a, unsigned v) {
 #define R1_STAMPW(i, w)
 #define R1_TAG(v)
 #endif
-
-// The shared-memory layout of delta_replay1_kernel<SD, KDA, QF, BULK, LR>
-// for launch arguments a and nthr threads per block (uniform over the grid),
-// on the host: the kernel's own expressions (the stages: bulk streams NST
-// sweeps, then their mbarriers; the LD d records, a wide flush's weights per
-// sweep of SWF rows: bulk f32 / bf16 / f16 GDN; the per-block vectors). KDA
-// kernels read it from a.r1; GDN's compute it (layouts.h HOST_LAYOUT).
-template <DType SD, bool KDA, int QF, bool BULK, bool LR>
-inline Replay1Layout replay1_block_layout(const ReplayArgs& a, int nthr) {
-  constexpr bool QB = BULK && QF != QF_NONE;
-  constexpr int CHUNKS = KDA ? REPLAY1_KDA_CHUNKS : 16;
-  using RW = Row<QF == QF_NONE ? SD : DType::bf16>;
-  using ST = std::conditional_t<QF == QF_NONE, Stage<SD, CHUNKS>, QStage<QF, CHUNKS>>;
-  using TS = std::conditional_t<QF == QF_NONE, typename RW::TS, uint8_t>;
-  const int K = a.in.K, L = a.rings.L, nh = a.nh, RBM = nh * a.vt;
-  const int rpp = nthr / a.lpr, np = (RBM + rpp - 1) / rpp;
-  const int64_t bulk_floats = !BULK ? 0
-                              : QB  ? r1q_stage_floats(r1q_sweep_bytes(QF == QF_NVFP4, a.vt, a.qg.scale_row_bytes), nh)
-                                    : r1b_stage_floats(KDA, int(sizeof(TS)), RBM);
-  const int LD = LR ? a.ld : L;
-  const int SWF = BULK && !QB && !KDA ? r1b_sweep_rows(KDA, int(sizeof(TS))) : 0;
-  return replay1_layout(KDA, K, L, nh, RBM, replay1_dt_floats(L, LD, RBM, SWF), ST::NCH, np, bulk_floats);
-}
 
 // QF != QF_NONE: the state is a packed fp8 / nvfp4 read copy (dual pools),
 // staged as codes and scales (QStage) and decoded into Row<bf16>'s layout;
@@ -345,15 +324,9 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   // phase 2)
   const int LD = LR ? a.ld : L;
   const int SWF = BULK && !QB && !KDA ? SW : 0;
-  // KDA: the layout from the host (replay1_block_layout, the same
-  // expressions); GDN computes it here (layouts.h HOST_LAYOUT)
-  constexpr bool HL = HOST_LAYOUT<KDA>;
-  const Replay1Layout lay = HL ? a.r1 : replay1_layout(KDA, K, L, nh, RBM, replay1_dt_floats(L, LD, RBM, SWF), ST::NCH, np, bulk_floats);
-  // (kernel_common.cuh at_aligned; this lambda leaves GDN's SASS as it was,
-  // unlike a helper function: scripts/sass_same.py)
-  auto at = [&](int64_t off) { return HL ? at_aligned(sm, off) : sm + off; };
-  uint4* STG = reinterpret_cast<uint4*>(at(lay.stg));
-  uint64_t* BAR = reinterpret_cast<uint64_t*>(at(lay.bar));
+  const Replay1Layout lay = replay1_layout(KDA, K, L, nh, RBM, replay1_dt_floats(L, LD, RBM, SWF), ST::NCH, np, bulk_floats);
+  uint4* STG = reinterpret_cast<uint4*>(sm + lay.stg);
+  uint64_t* BAR = reinterpret_cast<uint64_t*>(sm + lay.bar);
   TS* const BASE = state + int64_t(hv0) * a.st.s1 + int64_t(v0) * a.st.s2;  // BULK: row r at BASE + r·K
   auto issue_sweep = [&](int k, int st) {  // st = k % NST
     char* const dst = reinterpret_cast<char*>(STG) + st * SWB;
@@ -468,23 +441,23 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   const bool wide = LR && flush && n_old > LD;
   const int nd = !LR ? n_old : wide ? 0 : min(n_old, LD);
 
-  float* KV = at(lay.kv);    // [L+1][K] k̂_j of the old records, then k̂ of the token (KDA: c_j ⊙ k̂_j)
-  float* QV = at(lay.qv);    // [K] q̂
-  float* UK = at(lay.uk);    // KDA [K] e^{Λ_m} ⊙ k̂
-  float* UQ = at(lay.uq);    // KDA [K] e^{Λ_m} ⊙ q̂
-  float* E0V = at(lay.e0v);  // KDA [K] flush decay e^{Λ_h}
-  float* GS = at(lay.gs);    // GDN [nh][L+1], KDA [L+1][K] gates
-  float* DT = at(lay.dt);    // [LD][RBM] d of the old records (flush GDN: times c_j)
+  float* KV = sm + lay.kv;    // [L+1][K] k̂_j of the old records, then k̂ of the token (KDA: c_j ⊙ k̂_j)
+  float* QV = sm + lay.qv;    // [K] q̂
+  float* UK = sm + lay.uk;    // KDA [K] e^{Λ_m} ⊙ k̂
+  float* UQ = sm + lay.uq;    // KDA [K] e^{Λ_m} ⊙ q̂
+  float* E0V = sm + lay.e0v;  // KDA [K] flush decay e^{Λ_h}
+  float* GS = sm + lay.gs;    // GDN [nh][L+1], KDA [L+1][K] gates
+  float* DT = sm + lay.dt;    // [LD][RBM] d of the old records (flush GDN: times c_j)
   float* const WS = KDA ? GS : DT;  // a wide flush's weights of one sweep, [L][SW]
-  float* DK = at(lay.dk);    // [L] (k̂_j·k̂) (KDA: W_{k,j})
-  float* DQ = at(lay.dq);    // [L] (k̂_j·q̂) (KDA: W_{q,j})
-  float* CO = at(lay.co);    // GDN [nh][L] c_j
-  float* EU = at(lay.eu);    // GDN [nh] decay of S_0 in the outputs
-  float* E0 = at(lay.e0);    // GDN [nh] flush decay
-  float* BETA = at(lay.beta);
-  float* MISC = at(lay.misc);  // {k̂·q̂}
-  float* VS = at(lay.vs);    // [RBM] v, then β (v − h_k)
-  float* HQ = at(lay.hq);    // [RBM] h_q
+  float* DK = sm + lay.dk;    // [L] (k̂_j·k̂) (KDA: W_{k,j})
+  float* DQ = sm + lay.dq;    // [L] (k̂_j·q̂) (KDA: W_{q,j})
+  float* CO = sm + lay.co;    // GDN [nh][L] c_j
+  float* EU = sm + lay.eu;    // GDN [nh] decay of S_0 in the outputs
+  float* E0 = sm + lay.e0;    // GDN [nh] flush decay
+  float* BETA = sm + lay.beta;
+  float* MISC = sm + lay.misc;  // {k̂·q̂}
+  float* VS = sm + lay.vs;    // [RBM] v, then β (v − h_k)
+  float* HQ = sm + lay.hq;    // [RBM] h_q
 
   // Phase 1: loads that need only the cursor. Every thread first issues all
   // its record loads (kept in registers), then warp 0 prepares the token while
@@ -551,7 +524,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   }
 
   // The token: warp 0 prepares q̂, k̂ (and appends k); the others its gates and β.
-  float* KR = at(lay.kr);  // [K] raw k of the token
+  float* KR = sm + lay.kr;  // [K] raw k of the token
   if (warp == 0) {
     float ks, kq;
     if (LATE && !a.dual) issue_first();  // (thread 0)
