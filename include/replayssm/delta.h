@@ -118,7 +118,8 @@ int64_t delta_snapshot_bytes_per_row(const DeltaShape& s, DType state, int64_t T
 // internal per-thread buffer. On the cuda backend only replay_step at T = 1
 // on the persistent path needs one (taken for bf16 / fp16 states of at least
 // 3 MiB per SM and, on a dual pool, for the read copy of any format from 12
-// rows × key heads per SM, with L <= 32, docs/perf_notes_delta.md v22–v24;
+// rows × key heads per SM, with L <= 32, docs/perf_notes_delta.md, "the
+// persistent step in two kernels" to "dual T = 1 steps on the persistent step");
 // it grows with B and is 0 for other calls): device memory, 64-byte aligned, for the
 // step's per-item scratch. Without one the library keeps a device buffer per
 // device and stream that only grows (older ones stay allocated for graphs

@@ -465,8 +465,9 @@ int64_t streamed_bytes(const Dims& d, int qf, int64_t ss) {
 // The T > 1 replay launch (replay.cuh): tensor-core tiles (value-head rows in
 // multiples of 16, rows per pass 16) where replay_mma_fits, aiming at the
 // T = 1 rule's blocks per SM (heuristics.h replay1_tile_bps: one per SM at
-// small batches; packed copies spec_packed_tile_bps; perf_notes_delta.md
-// v29); REPLAYSSM_SPEC_TILE_BPS sets them instead (tests, measurements).
+// small batches; packed copies spec_packed_tile_bps; perf_notes_delta.md,
+// "speculative tiles at small batches by default"); REPLAYSSM_SPEC_TILE_BPS
+// sets them instead (tests, measurements).
 struct SpecPlan {
   ReplayTile tile;
   bool mma = false;
@@ -610,7 +611,8 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   p.nb = nb;
   // one item per claim (was GDN 2, KDA 4): B = 256 µs at 4 / 2 / 1, fp32
   // KDA 238.6 / 232.5 / 231.2, bf16 KDA 225.4 / 217.4 / 212.7; GDN HV64 bf16
-  // at 2 / 1 239.6 / 237.2; the dual steps within 1 % (perf_notes_delta.md v35a)
+  // at 2 / 1 239.6 / 237.2; the dual steps within 1 % (perf_notes_delta.md,
+  // "items per claim")
   p.chunk = std::clamp(env_int("REPLAYSSM_R1P_CHUNK", 1), 1, R1P_MAX_CHUNK);
   p.nsw = int((rb + sw - 1) / sw);
   p.threads = r1p_threads(warps);
@@ -759,7 +761,8 @@ void run_eager(const char* fn, const ReplayArgs& ra, DType sd, const Dims& d, co
   const Launch l = launch_of(unsigned(G * a.vtiles), unsigned(d.H), unsigned(d.B), DECODE1_THREADS, smem, exec);
   // Two resident blocks per SM leave the fold its registers (no spills) but
   // a grid beyond them would run in two waves (GDN HV64 fp32 B = 3: 13.6
-  // against 10.5 µs, perf_notes_delta.md v30a): then the baseline's three.
+  // against 10.5 µs, perf_notes_delta.md, "the eager instance's registers"):
+  // then the baseline's three.
   const int64_t blocks = G * a.vtiles * d.H * d.B;
   if (blocks <= 2 * int64_t(sms)) dispatch<Decode1Eager<true>::Op>(sd, kda, a, l);
   else dispatch<Decode1Eager<false>::Op>(sd, kda, a, l);

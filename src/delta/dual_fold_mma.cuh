@@ -199,7 +199,8 @@ __global__ void __launch_bounds__(DUAL_THREADS, 2) delta_dual_fold_mma_kernel(Du
         } else {
           // (4 items per thread at a time, raw: load_any widens a 16-bit key or
           // v in the branch that loads it, so each waited for the one before;
-          // docs/perf_notes_delta.md v18)
+          // docs/perf_notes_delta.md, "the same for the T > 1 kernel's keys and
+          // the dual fold's records")
           const int nkv = count * (newk ? max(K, V) : V);
           for (int x0 = tid; x0 < nkv; x0 += 4 * nthr) {
             uint32_t kb[4], vb[4];

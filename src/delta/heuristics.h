@@ -49,9 +49,10 @@ inline int rows_per_block(int threads, int rows_per_thread, int lpr) { return th
 // The baseline decode's last DECODE1_TAIL_ROWS rows run in smaller tiles at
 // the end of its 1-D grid (decode1.cuh TAIL), so the last wave drains
 // sooner. Against none, fp32 states, two rounds
-// (bench/results/2026-12-05_h200_baseline_tail_tiles.jsonl, µs): B = 64 GDN
-// HV32 77.8 → 75.5, HV64 144.9 → 143.3, KDA 81.8 → 79.7; B = 256 GDN HV64
-// 558.9 → 555.9, KDA equal. 8 rows: KDA B = 64 82.3; 32 rows: no better.
+// (docs/perf_notes_delta.md, "KDA preparation, constant-K bulk and tail tiles
+// landed", µs): B = 64 GDN HV32 77.8 → 75.5, HV64 144.9 → 143.3, KDA 81.8 →
+// 79.7; B = 256 GDN HV64 558.9 → 555.9, KDA equal. 8 rows: KDA B = 64 82.3; 32
+// rows: no better.
 inline constexpr int DECODE1_TAIL_ROWS = 16;
 inline constexpr int DECODE1_THREADS = 256;
 inline constexpr int DECODE1_MIN_BLOCKS = 3;
@@ -61,13 +62,14 @@ inline constexpr int DECODE1_MIN_BLOCKS = 3;
 // 4: GDN's G = 3 and 4 value heads and four KDA heads per fp32 block). fp32
 // states take 2 (two value heads per block at K = V = 128), 16-bit states 4.
 // Measured in one run, rounds 1 / 2 / 4, B = 64 / 256 / 512, µs
-// (bench/results/2026-12-04_h200_baseline_tiles_sweep.jsonl, two rounds):
+// (docs/perf_notes_delta.md, "the baseline decode's blocks", two rounds):
 // fp32 KDA 86.7 / 81.7 / 82.6, 309.6 / 287.1 / 298.6, 602.5 / 565.4 / 579.6;
 // GDN HV64 145.7 / 144.4 / 152.9, 551.6 / 555.4 / 564.0, 1091.7 / 1103.9 /
 // 1115.7; GDN HV32 and HV48 within 1.7 % of their best at 2; bf16 KDA at 2
 // 263.4 against 231.1 at 4 (B = 256), GDN bf16 equal at 2 and 4, 10–13 %
 // slower at 1. (At ec18d76's kernel 4 had beaten 2 for GDN fp32 too, 576
-// against 593 µs, …_delta_decode_rounds_ec18d76.jsonl.)
+// against 593 µs, perf_notes_delta.md, "KDA decode blocks over consecutive
+// heads".)
 inline constexpr int decode1_stage_rounds(int state_size) { return state_size == 4 ? 2 : 4; }
 // KDA without GQA (G = 1): a block's heads are consecutive key heads
 // (kpb = nh), each with its own q̂, k̂ (so a block streams its stage rounds
@@ -116,8 +118,8 @@ inline DecodeTile decode1_tile(int64_t B, int64_t H, int64_t G, int64_t V, int l
 // up to 3 rows the eager step is below the replay step in every measured
 // shape but one tie (GDN HV64 fp32 B = 2: 10.64 against 10.63; B = 3 10.6
 // against 13.1), at 4 it is not (KDA bf16: replay 10.9, eager 12.0;
-// perf_notes_delta.md v30, v30a,
-// bench/results/2026-12-03_h200_eager_steps_538caf9.jsonl).
+// perf_notes_delta.md, "eager T = 1 steps at batch 1–3, on by default" and
+// "the eager instance's registers").
 inline constexpr int64_t EAGER_MAX_ROWS = 3;
 inline constexpr int64_t EAGER_MAX_BYTES = int64_t(12) << 20;
 
@@ -144,7 +146,7 @@ inline constexpr int64_t REPLAY1_SMEM_CAP = 112 * 1024;
 // less than REPLAY1_FEW_BYTES_PER_SM per SM (state or read copy). A block's
 // chain (slot, cursor, d / key records, decays) costs the same for 32 rows
 // as for 512, so at small batches fewer, larger blocks win. Measured
-// (bench/results/2026-12-03_h200_small_batch_rules.jsonl, L = 16, µs, four
+// (docs/perf_notes_delta.md, "small-batch tiles by default", L = 16, µs, four
 // per SM → one; baselines in brackets): GDN HV64 fp32 B = 2 / 4 / 8 / 16
 // 16.8 → 10.6 [10.8] / 30.1 → 14.2 [16.2] / 32.8 → 20.9 [26.8] / 44.9 →
 // 36.4 [44.9]; bf16 B = 4 / 8 / 16 / 32 33.1 → 12.2 / 34.7 → 18.8 / 38.4 →
@@ -153,7 +155,7 @@ inline constexpr int64_t REPLAY1_SMEM_CAP = 112 * 1024;
 // 37.0 → 19.9 / 41.3 → 27.1 / 49.5 → 39.5 / 70.9 → 64.0, KDA 23.6 → 17.5 /
 // 34.4 → 21.3 / 38.6 → 31.3; batch 1 and B ≥ 48 take the same tiles either
 // way. GDN fp32 at B = 24 (96 MiB) keeps four: one measured 51.2 against
-// 48.1 (…_small_batch_rules_768k_variant.jsonl, a threshold of 768 KiB).
+// 48.1 (a threshold of 768 KiB, in the same section).
 // REPLAYSSM_R1_TILE_BPS=n sets n instead (tests, measurements).
 inline constexpr int64_t REPLAY1_FEW_BYTES_PER_SM = 512 * 1024;
 inline int replay1_tile_bps(int64_t stream_bytes, int sm_count) {
@@ -161,23 +163,23 @@ inline int replay1_tile_bps(int64_t stream_bytes, int sm_count) {
 }
 
 // Speculative (T > 1) tiles take replay1_tile_bps too. T = 5, four per SM →
-// one (bench/results/2026-12-03_h200_spec_small_batch_rule.jsonl, µs;
-// snapshot baselines in brackets): GDN HV64 fp32 B = 4 62.6 → 25.4 [42.3],
-// 8 69.8 → 36.9 [70.1], 16 86.2 → 61.9 [134.6]; bf16 B = 4 59.1 → 23.0
-// [49.6], 16 77.4 → 54.4 [141.1]; KDA fp32 B = 4 72.5 → 24.2 [24.4], 8 78.3
-// → 29.9 [48.3], 16 86.7 → 56.0 [76.1]. Left: GDN fp32 B = 32 (128 MiB)
-// keeps four though one was faster (112.0 against 123.1, …_spec_tile_bps_
-// sweep.jsonl), as one is slower at B = 24 (100.1 against 95.7), and GDN
-// bf16 B = 24 takes one (87.8 against 85.6). On packed read
-// copies (fp8 / nvfp4, decoded in registers by the staged kernel) one
-// block per SM wins only while the step decodes fewer than
-// SPEC_PACKED_FEW_ELEMS_PER_SM elements per SM. T = 5, four per SM → one
-// (bench/results/2026-12-03_h200_spec_small_batch_rule.jsonl, µs): GDN HV64
-// fp8 B = 4 (31 Ki elements per SM) 73.7 → 63.1, B = 8 (62 Ki) 109.7 →
-// 108.4, nvfp4 B = 8 118.1 → 114.4; KDA fp8 B = 4 (16 Ki) 61.2 → 53.6, B = 8
-// (31 Ki) 95.3 → 81.4, B = 16 (62 Ki) 137.6 → 142.4, nvfp4 B = 16 147.9 →
-// 152.8; GDN fp8 B = 16 (124 Ki) 187.4 → 209.4, nvfp4 203.1 → 225.1. So 48
-// Ki: KDA B = 16 keeps four, GDN B = 8 too (1–3 % left there).
+// one (docs/perf_notes_delta.md, "speculative tiles at small batches by
+// default", µs; snapshot baselines in brackets): GDN HV64 fp32 B = 4 62.6 →
+// 25.4 [42.3], 8 69.8 → 36.9 [70.1], 16 86.2 → 61.9 [134.6]; bf16 B = 4 59.1 →
+// 23.0 [49.6], 16 77.4 → 54.4 [141.1]; KDA fp32 B = 4 72.5 → 24.2 [24.4], 8
+// 78.3 → 29.9 [48.3], 16 86.7 → 56.0 [76.1]. Left: GDN fp32 B = 32 (128 MiB)
+// keeps four though one was faster (112.0 against 123.1, the sweep in the same
+// section), as one is slower at B = 24 (100.1 against 95.7), and GDN bf16
+// B = 24 takes one (87.8 against 85.6). On packed read copies (fp8 / nvfp4,
+// decoded in registers by the staged kernel) one block per SM wins only while
+// the step decodes fewer than SPEC_PACKED_FEW_ELEMS_PER_SM elements per SM.
+// T = 5, four per SM → one (docs/perf_notes_delta.md, "speculative tiles at
+// small batches by default", µs): GDN HV64 fp8 B = 4 (31 Ki elements per SM)
+// 73.7 → 63.1, B = 8 (62 Ki) 109.7 → 108.4, nvfp4 B = 8 118.1 → 114.4; KDA fp8
+// B = 4 (16 Ki) 61.2 → 53.6, B = 8 (31 Ki) 95.3 → 81.4, B = 16 (62 Ki) 137.6 →
+// 142.4, nvfp4 B = 16 147.9 → 152.8; GDN fp8 B = 16 (124 Ki) 187.4 → 209.4,
+// nvfp4 203.1 → 225.1. So 48 Ki: KDA B = 16 keeps four, GDN B = 8 too (1–3 %
+// left there).
 inline constexpr int64_t SPEC_PACKED_FEW_ELEMS_PER_SM = 48 * 1024;
 inline int spec_packed_tile_bps(int64_t elems, int sm_count) {
   return elems < SPEC_PACKED_FEW_ELEMS_PER_SM * std::max(sm_count, 1) ? 1 : REPLAY_MIN_BLOCKS_PER_SM;
@@ -193,8 +195,9 @@ inline constexpr int REPLAY1_KDA_MIN_BLOCKS = 3;
 // its per-block chain weighs more than the depth of its stages: three
 // resident blocks per SM (80 registers) with 32 KiB of stages each (GDN
 // fp8: one sweep of 16.5 KiB; nvfp4: three of 9 KiB), as KDA's. Measured
-// against two blocks with 64 KiB (bench/results/2026-12-02_h200_dual_q3blocks.jsonl):
-// GDN HV64 dual fp8 B = 256 407 → 384 µs, nvfp4 511 → 479, B = 512 fp8 800 → 750.
+// against two blocks with 64 KiB (docs/perf_notes_delta.md, "the packed-copy
+// stream at three blocks per SM"): GDN HV64 dual fp8 B = 256 407 → 384 µs,
+// nvfp4 511 → 479, B = 512 fp8 800 → 750.
 inline constexpr int REPLAY1_QB_MIN_BLOCKS = 3;
 inline constexpr int R1Q_STAGE_BYTES = 32 * 1024;
 
@@ -211,7 +214,7 @@ inline int64_t replay1_smem_budget(bool three_blocks) { return three_blocks ? 75
 // GDN fp32 d records did not fit two blocks per SM, so the tile was split to
 // one value head (B = 256: 710 µs against 336 at L = 16), and KDA lost its
 // third slot (418 against 297); with ld = 12: GDN 412, KDA 379
-// (bench/results/2026-12-02_h200_t1_long_ring_12167b1.jsonl).
+// (docs/perf_notes_delta.md, "long rings keep whole tiles").
 template <class SmemFn>
 int replay1_ld(int L, SmemFn smem_bytes, int64_t budget) {
   if (smem_bytes(L) <= budget) return L;
@@ -226,9 +229,9 @@ int replay1_ld(int L, SmemFn smem_bytes, int64_t budget) {
 // about half a block lifetime later, so its record loads hit L2 instead of
 // waiting a loaded DRAM round trip; the stream's copies then take
 // evict_first (without it the stream evicts the records first: GDN fp32
-// got slower). Measured on the
-// H200 (perf_notes_delta.md v14): B = 256, GDN HV64 fp32 358.5 → 334.3 µs,
-// bf16 292.2 → 278.8, KDA fp32 317.7 → 304.9; a whole resident grid ahead,
+// got slower). Measured on the H200 (perf_notes_delta.md, "records prefetched
+// into L2 half a resident grid ahead"): B = 256, GDN HV64 fp32 358.5 → 334.3
+// µs, bf16 292.2 → 278.8, KDA fp32 317.7 → 304.9; a whole resident grid ahead,
 // or the state's first sweeps prefetched as well, was slower. From batch 32
 // on (batch 1 keeps its path).
 inline int replay1_prefetch_distance(bool kda, int64_t B, int sm_count) {
@@ -241,7 +244,7 @@ inline int replay1_prefetch_distance(bool kda, int64_t B, int sm_count) {
 // instruction on the H200; not investigated), and GDN got no faster with it
 // (T = 5, B = 256 fp32 913 → 920–945 µs), as the T = 1 stream without
 // evict_first; KDA T = 5, B = 256: fp32 997 → 889 µs, bf16 913 → 799
-// (perf_notes_delta.md v14).
+// (perf_notes_delta.md, "the same prefetch in the speculative kernel (KDA)").
 inline int replay_spec_prefetch_distance(bool kda, int64_t B, int sm_count) {
   return kda && B >= 32 ? 2 * std::max(sm_count, 1) / 2 : 0;
 }
@@ -252,24 +255,23 @@ inline int replay_spec_prefetch_distance(bool kda, int64_t B, int sm_count) {
 // consumer warps of that instance, replay1p.cuh r1p_warps: blocks against
 // persistent at B = 80 / 88 / 96 / 128 / 256 / 512 93.4 / 101.7 / 109.9 /
 // 141.8 / 271.8 / 531.3 against 95.4 / 101.2 / 107.2 / 135.3 / 238.6 / 440.9,
-// …_r1p_warps_*.jsonl); never for fp32 GDN states (at 16 warps too: 312.5
-// against 342.4 at B = 256). Measured against
-// replay1.cuh's blocks since 963d915 (the persistent step's cursors without
-// 64-bit divisions; REPLAYSSM_R1P = 0 / 1 in one run,
-// bench/results/2026-12-04_h200_r1p_threshold_963d915.jsonl, L = 16, µs):
-// GDN HV64 bf16 (2 MiB per row) B = 96 / 112 106.9 / 121.2 against 113.5 /
-// 123.3 (blocks faster), B = 128 / 160 / 192 / 256 135.4 / 165.7 / 193.3 /
-// 252.2 against 133.7 / 154.8 / 179.4 / 239.5; KDA bf16 (1 MiB per row)
-// B = 112 / 128 112.9 / 128.0 against 117.6 / 131.4, B = 160 / 192 / 256
-// 156.2 / 185.2 / 242.6 against 154.7 / 177.7 / 225.3; KDA fp32 (2 MiB per
-// row) B = 64 / 128 / 192 77.0 / 141.7 / 206.4 against 91.0 / 151.1 /
-// 207.5, B = 256 / 384 / 512 271.1 / 401.0 / 530.9 against 266.8 / 380.8 /
-// 496.4; GDN fp32 B = 256 314.6 against 350.2 (before 963d915 the
-// thresholds were 3 MiB for 16-bit states and none for fp32:
-// …_t1_persistent_split_16d7e70.jsonl). A captured step that has no device
-// scratch for it (no Exec::workspace and no library buffer of the stream)
-// takes the blocks instead: the same arithmetic
-// (DeltaGpu.PersistentMatchesBlockKernel).
+// perf_notes_delta.md, "sixteen consumer warps for fp32 KDA in the persistent
+// step"); never for fp32 GDN states (at 16 warps too: 312.5 against 342.4 at
+// B = 256). Measured against replay1.cuh's blocks since 963d915 (the
+// persistent step's cursors without 64-bit divisions; REPLAYSSM_R1P = 0 / 1 in
+// one run, perf_notes_delta.md, "the persistent step's thresholds moved",
+// L = 16, µs): GDN HV64 bf16 (2 MiB per row) B = 96 / 112 106.9 / 121.2
+// against 113.5 / 123.3 (blocks faster), B = 128 / 160 / 192 / 256 135.4 /
+// 165.7 / 193.3 / 252.2 against 133.7 / 154.8 / 179.4 / 239.5; KDA bf16 (1 MiB
+// per row) B = 112 / 128 112.9 / 128.0 against 117.6 / 131.4, B = 160 / 192 /
+// 256 156.2 / 185.2 / 242.6 against 154.7 / 177.7 / 225.3; KDA fp32 (2 MiB per
+// row) B = 64 / 128 / 192 77.0 / 141.7 / 206.4 against 91.0 / 151.1 / 207.5,
+// B = 256 / 384 / 512 271.1 / 401.0 / 530.9 against 266.8 / 380.8 / 496.4; GDN
+// fp32 B = 256 314.6 against 350.2 (before 963d915 the thresholds were 3 MiB
+// for 16-bit states and none for fp32: perf_notes_delta.md, "the persistent
+// step in two kernels"). A captured step that has no device scratch for it (no
+// Exec::workspace and no library buffer of the stream) takes the blocks
+// instead: the same arithmetic (DeltaGpu.PersistentMatchesBlockKernel).
 inline constexpr int64_t R1P_MIN_STATE_PER_SM_GDN16 = int64_t(7) << 18;  // 1.75 MiB
 inline constexpr int64_t R1P_MIN_STATE_PER_SM_KDA16 = int64_t(1) << 20;
 inline constexpr int64_t R1P_MIN_STATE_PER_SM_KDA32 = int64_t(11) << 17;  // 1.375 MiB
@@ -281,17 +283,17 @@ inline bool r1p_by_default(bool kda, int64_t state_size, int64_t state_bytes, in
 }
 // A dual step's T = 1 read of its copy (every format) takes it from 12
 // items (row, key head) per SM. Against replay1.cuh's blocks, fp32
-// checkpoint, L = 16, µs (bench/results/2026-12-03_h200_dual_persistent_*):
-// GDN HV64 (16 items per row) at B = 64 / 128 (d650413, …_threshold_d650413.jsonl):
-// fp8 103.2 → 110.8 / 185.8 → 182.6, nvfp4 135.1 → 141.3 / 241.9 → 239.5,
-// bf16 103.9 → 109.2 / 190.1 → 178.2; at B = 256 / 512 (1d3f2fb,
-// …_default_1d3f2fb.jsonl): fp8 327.4 → 312.6 / 630.3 → 598.5, nvfp4 447.7 →
-// 437.1 / 869.6 → 847.4, bf16 331.3 → 302.6 / 636.7 → 569.5. KDA (32 per
-// row) at B = 64 / 128: fp8 81.0 → 76.2 / 149.8 → 132.6, nvfp4 99.5 → 95.5 /
-// 184.4 → 165.8, bf16 81.7 → 78.0 / 148.8 → 133.6; at B = 256 / 512: fp8
-// 286.3 → 241.9 / 542.1 → 437.4, nvfp4 350.4 → 297.9 / 671.3 → 558.7, bf16
-// 283.1 → 248.1 / 525.6 → 448.1. Slower at 7.8 items per SM (GDN B = 64),
-// faster from 15.5 (the threshold lies between).
+// checkpoint, L = 16, µs (perf_notes_delta.md, "dual T = 1 steps on the
+// persistent step"): GDN HV64 (16 items per row) at B = 64 / 128 (d650413;
+// its part "the threshold, and where the GDN dual step's time goes"): fp8
+// 103.2 → 110.8 / 185.8 → 182.6, nvfp4 135.1 → 141.3 / 241.9 → 239.5, bf16
+// 103.9 → 109.2 / 190.1 → 178.2; at B = 256 / 512 (1d3f2fb): fp8 327.4 → 312.6
+// / 630.3 → 598.5, nvfp4 447.7 → 437.1 / 869.6 → 847.4, bf16 331.3 → 302.6 /
+// 636.7 → 569.5. KDA (32 per row) at B = 64 / 128: fp8 81.0 → 76.2 / 149.8 →
+// 132.6, nvfp4 99.5 → 95.5 / 184.4 → 165.8, bf16 81.7 → 78.0 / 148.8 → 133.6;
+// at B = 256 / 512: fp8 286.3 → 241.9 / 542.1 → 437.4, nvfp4 350.4 → 297.9 /
+// 671.3 → 558.7, bf16 283.1 → 248.1 / 525.6 → 448.1. Slower at 7.8 items per
+// SM (GDN B = 64), faster from 15.5 (the threshold lies between).
 inline constexpr int64_t R1P_DUAL_MIN_ITEMS_PER_SM = 12;
 inline bool r1p_dual_by_default(int64_t items, int sm_count) {
   return items >= R1P_DUAL_MIN_ITEMS_PER_SM * std::max(sm_count, 1);

@@ -391,11 +391,11 @@ __device__ __forceinline__ void prefetch_block_records(const ReplayArgs& a, int 
 // head, then row): prefetch_block_records, by one warp of the caller (T: the
 // step's tokens, a compile-time 1 in the T = 1 kernel). SPREAD (the tokens'
 // prefetches over the lanes) is the callers' choice, as measured at B = 256
-// (bench/results/2026-12-04_h200_prefetch_tokens_82932ed.jsonl, …_prefetch_
-// rule_4c67a52.jsonl): spread, the T = 1 GDN HV64 fp32 step ran 317 against
-// 324 µs and the T = 5 KDA fp32 step 655 against 682, but the T = 1 KDA fp32
-// step 294–297 against 277–280 — also when a runtime rule chose the last
-// lane for it, so the form of the code, not the issue order, costs there.
+// (docs/perf_notes_delta.md, "the prefetch's token lanes"): spread, the T = 1
+// GDN HV64 fp32 step ran 317 against 324 µs and the T = 5 KDA fp32 step 655
+// against 682, but the T = 1 KDA fp32 step 294–297 against 277–280 — also when
+// a runtime rule chose the last lane for it, so the form of the code, not the
+// issue order, costs there.
 template <bool KDA, bool SPREAD>
 __device__ __forceinline__ void prefetch_block_ahead(const ReplayArgs& a, int T, int lane) {
   // 32-bit: at most 65,535 rows (grid z) times the value heads' tiles (y · x)

@@ -30,17 +30,15 @@ inline void launch_kernel(Kernel k, const Launch& l, auto&& args) {
 
 // K = 128 (every model shape of design §6) takes an instance with K and the
 // lanes per row as constants: the row chunks' bounds checks and the lane
-// arithmetic fold away (GDN bf16: no spill reloads left in the token loop,
-// experiments/2026-12-04_t34/README.md). Snapshot baseline, B = 256, T = 5,
-// µs, against the runtime-K instance in one run
-// (bench/results/2026-12-04_h200_snapshot_k128.jsonl): GDN HV64 fp32 1938 →
-// 1698, bf16 1955 → 1296; KDA fp32 1066 → 971, bf16 1235 → 841
-// (perf_notes_delta.md v37).
+// arithmetic fold away (GDN bf16: no spill reloads left in the token loop).
+// Snapshot baseline, B = 256, T = 5, µs, against the runtime-K instance in
+// one run: GDN HV64 fp32 1938 → 1698, bf16 1955 → 1296; KDA fp32 1066 → 971,
+// bf16 1235 → 841 (perf_notes_delta.md, "the recurrent kernel at K = 128").
 // The T > 1 replay wrappers below pass KDA kernels their block layout
 // (layouts.h HOST_LAYOUT), computed here on the host with the function the
-// GDN kernels call per block. The kernels rely on each field being a multiple of four
-// (align4 throughout; kernel_common.cuh at_aligned): an internal invariant,
-// checked per launch.
+// GDN kernels call per block. The kernels rely on each field being a
+// multiple of four (align4 throughout; kernel_common.cuh at_aligned): an
+// internal invariant, checked per launch.
 template <class Layout>
 const Layout& check_layout(const Layout& l, const char* kernel) {
   static_assert(sizeof(Layout) % sizeof(int64_t) == 0, "layouts hold int64 fields only");

@@ -138,7 +138,8 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   const Rings& rg = a.rings;
   // the tensor-core instance: the block size and K are compile-time (no
   // division by them in the preparation; GDN fp32 kept a runtime K while its
-  // products' A fragments were the state rows: docs/perf_notes_delta.md v31)
+  // products' A fragments were the state rows: docs/perf_notes_delta.md, "the
+  // T > 1 preparation without fp64 or divisions")
   const int K = MMA ? REPLAY_MMA_K : in.K, V = in.V, T = a.T, lpr = a.lpr, R = rg.R;
   constexpr int NT = REPLAY_THREADS;
   const int NM = rg.L + T;
@@ -290,7 +291,8 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // Keys of the old records, a warp per record, two records and 128
   // channels at a time: every load issued before any is widened (load_any
   // widens a 16-bit key in the branch that loads it, so the warp waited for
-  // each: docs/perf_notes_delta.md v18).
+  // each: docs/perf_notes_delta.md, "the same for the T > 1 kernel's keys and
+  // the dual fold's records").
   for (int j0 = warp; j0 < n_old; j0 += 2 * nwarps) {
     for (int c0 = 0; c0 < K; c0 += 128) {
       uint32_t kb[2][4];

@@ -222,8 +222,8 @@ __host__ __device__ inline Replay1Layout replay1_layout(bool kda, int K, int L, 
 // empty otherwise): a thread writes %globaltimer into 16 stamps per block of
 // mapped host memory that the launcher dumps at exit to the file named by
 // R1_TIMING (delta_launch.cu; scripts/r1_timeline.py reads it, the stamps
-// are listed there; docs/perf_notes_delta.md v18). Stamp 7 holds the SM and
-// the plan.
+// are listed there; docs/perf_notes_delta.md, "timelines again; token and
+// record loads in flight together"). Stamp 7 holds the SM and the plan.
 #if defined(REPLAYSSM_R1_TIMING)
 __device__ __forceinline__ size_t r1_block() {
   return blockIdx.x + size_t(gridDim.x) * (blockIdx.y + size_t(gridDim.y) * blockIdx.z);
@@ -350,8 +350,9 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   // GDN bulk stream (thread 0 issues them in phase 1, after its record loads:
   // B = 256, HV64 fp32 383 → 360 µs; only from batch 32 on, batch 1 keeps
   // the early sweeps, 11.8 → 11.1 µs; KDA, whose blocks are a quarter of the
-  // size, lost 5 % with it, perf_notes_delta.md v13 / v14) and dual pools
-  // (after the plan, below).
+  // size, lost 5 % with it, perf_notes_delta.md, "where a T = 1 block's time
+  // goes; late first sweeps" and "records prefetched into L2 half a resident
+  // grid ahead") and dual pools (after the plan, below).
   const bool LATE = BULK && !KDA && a.late_first;  // batch >= 32 (delta_launch.cu)
   // early exits: no copy outlives the block
   auto drain = [&]() {
@@ -570,7 +571,7 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   // a.rec_pf ahead in grid order (x fastest, then key head, then row). Its
   // slot → cursor chain issued while its record loads were in flight waited
   // for them too (GDN bf16 B = 256 277 → 267 µs with it after the stores;
-  // docs/perf_notes_delta.md v19).
+  // docs/perf_notes_delta.md, "the remaining loads that waited one at a time").
   auto prefetch_ahead = [&]() {  // (not for packed copies: dual steps leave rec_pf 0)
     if (!QB && a.rec_pf > 0 && warp == nwarps - 1) prefetch_block_ahead<KDA, !KDA>(a, 1, lane32);  // (KDA: the last lane; kernel_common.cuh)
   };
@@ -647,7 +648,8 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   };
 
   // Phases 2 and 3 as a lambda called once: the KDA bf16 kernel's 52 B of
-  // spills go (B = 256 296.6 → 273.9 µs, perf_notes_delta.md v14).
+  // spills go (B = 256 296.6 → 273.9 µs, perf_notes_delta.md, "records
+  // prefetched into L2 half a resident grid ahead").
   auto phases23 = [&]() {
     // The products k̂_j·k̂ and k̂_j·q̂ of the old records with the token (no
     // flush; KDA: of the decayed keys), a warp per record.
@@ -801,8 +803,9 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     // the four blocks are added. B holds 2^σ_v u_v (σ_v brings max |u_v| to
     // [2^13, 2^14), clear of f16's subnormals) as hi + lo f16 parts, two
     // products per step: ~22 bits of u, fp32 accumulation. B = 256, L = 16:
-    // 379.5 → 369.7 µs per dual fp8 step (perf_notes_delta.md v17); KDA blocks
-    // (one head, one sweep) lost 2.4 % with it (the per-block setup of B).
+    // 379.5 → 369.7 µs per dual fp8 step (perf_notes_delta.md, "the GDN fp8
+    // copy's sweep on tensor cores"); KDA blocks (one head, one sweep) lost
+    // 2.4 % with it (the per-block setup of B).
     static_assert(REPLAY1_THREADS / 32 * 16 == R1Q_MAX_ROWS, "fp8 copy: one 16-row tile per warp");
     const int g = lane32 >> 2, t = lane32 & 3;
     const float* const ukp = KV + int64_t(n_old) * K;

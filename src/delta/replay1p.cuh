@@ -1,7 +1,9 @@
-// Persistent T = 1 replay step in two kernels (docs/perf_notes_delta.md v21,
-// v22). The same math as replay1.cuh's bulk stream, split where its time
-// goes: the per-item record chain (slot → cursor → records → history terms,
-// one loaded DRAM round trip after another) and the state stream.
+// Persistent T = 1 replay step in two kernels (docs/perf_notes_delta.md, "the
+// persistent T = 1 kernel with warp roles" and "the persistent step in two
+// kernels: a warp-per-item preparation, a stream that claims items"). The same
+// math as replay1.cuh's bulk stream, split where its time goes: the per-item
+// record chain (slot → cursor → records → history terms, one loaded DRAM round
+// trip after another) and the state stream.
 //
 // 1. delta_prep1_kernel: one warp per item (row, key head), many resident
 //    warps per SM so that most of the batch's chains are in flight at once:
@@ -33,7 +35,8 @@
 // records readable by bulk copies, L <= 32). A dual pool's step reads its
 // read copy (DUAL instances): the preparation is then the dual fold's
 // programmatic dependent and an item whose row flushes waits for the fold's
-// grid; no item flushes in the stream (docs/perf_notes_delta.md v24).
+// grid; no item flushes in the stream (docs/perf_notes_delta.md, "dual T = 1
+// steps on the persistent step").
 #pragma once
 #include "delta/replay1.cuh"
 
@@ -44,8 +47,9 @@ namespace replayssm::delta::cuda_impl {
 // other instance. 16 warps: KDA fp32 B = 256 266 → 239 µs; GDN's 16-bit
 // states spill there and lose 16 %, the read copies lose 17–29 % (a packed
 // sweep is one 128-row value head, eight warps' rows); 12 warps leave a key
-// head's last sweep part empty (docs/perf_notes_delta.md v35). copy: a
-// dual pool's read copy (any format).
+// head's last sweep part empty (docs/perf_notes_delta.md, "sixteen consumer
+// warps for fp32 KDA in the persistent step"). copy: a dual pool's read copy
+// (any format).
 __host__ __device__ constexpr int r1p_warps(bool kda, int state_size, bool copy) {
   return kda && state_size == 4 && !copy ? 16 : 8;
 }
@@ -53,7 +57,8 @@ __host__ __device__ constexpr int r1p_threads(int warps) { return warps * 32 + 6
 inline constexpr int R1P_MAX_STAGES = 8;
 inline constexpr int R1P_MAX_CHUNK = 8;   // items per claim
 inline constexpr int P1_WARPS = 4;        // warps (items) per preparation block
-inline constexpr int P1_MIN_BLOCKS = 6;   // resident per SM (80 registers; 8 at 64 was slower: v22)
+inline constexpr int P1_MIN_BLOCKS = 6;   // resident per SM (80 registers; 8 at 64 was slower:
+                                          // perf_notes_delta.md, "the persistent step in two kernels")
 
 // An item's header: written by the preparation kernel, copied by the loader.
 struct R1PItem {

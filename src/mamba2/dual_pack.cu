@@ -59,7 +59,8 @@ constexpr int PACK_WINDOW = 512;
 constexpr int RT_MAX = 8;
 // Resident blocks per SM the kernel is compiled for (register budget): at
 // three (80 registers) the records' batched loads spill ~0.7 KB per thread;
-// two (128) was 6 % faster per step (docs/perf_notes_mamba2.md v32).
+// two (128) was 6 % faster per step (docs/perf_notes_mamba2.md, "the dual
+// pack's loads and registers").
 constexpr int PACK_BLOCKS_PER_SM = 2;
 
 struct PackGeom {

@@ -171,20 +171,20 @@ Tile choose_tile(int64_t rows, int64_t H, int64_t G, int64_t P, int min_rows, in
 // while the grid of B·G·hpg/hb blocks has fewer than four per SM, but below
 // REPLAY1_RING_BULK_HEADS heads (whose ring the kernel fetches by bulk
 // copies) only while it has fewer than one per SM. Measured at H128·P64·N128
-// (bench/results/2026-12-03_h200_small_batch_rules.jsonl, µs, the former
-// target of eight blocks per SM → this rule; baselines in brackets): fp32
-// B = 3 15.9 → 12.8 [16.3], 4 17.4 → 14.2 [21.0], 8 30.4 → 24.3 [29.9], 16
-// 55.3 → 40.4 [46.7], 32 73.4 → 67.0 [79.2], 64 110.9 → 111.5; bf16 B = 3
-// 15.4 → 10.3 [11.7], 4 16.7 → 11.2 [12.0], 8 29.8 → 19.1 [22.0], 16 55.3
-// → 31.5 [31.7], 32 59.6 → 52.5 [51.3], 64 87.9 → 81.8 [89.3]; dual fp8
-// copies B = 16 61.3 → 40.8, nvfp4 84.4 → 39.5; batch 1 and 2 take the
-// same tiles. T > 1 halves toward one block per SM (speculative blocks
-// carry T tokens' preparation, so fewer, larger ones win further): T = 5,
-// eight per SM → one (bench/results/2026-12-03_h200_spec_small_batch_rule.jsonl,
+// (docs/perf_notes_mamba2.md, "heads per block at small batches"; µs, the
+// former target of eight blocks per SM → this rule; baselines in brackets):
+// fp32 B = 3 15.9 → 12.8 [16.3], 4 17.4 → 14.2 [21.0], 8 30.4 → 24.3 [29.9],
+// 16 55.3 → 40.4 [46.7], 32 73.4 → 67.0 [79.2], 64 110.9 → 111.5; bf16 B = 3
+// 15.4 → 10.3 [11.7], 4 16.7 → 11.2 [12.0], 8 29.8 → 19.1 [22.0], 16 55.3 →
+// 31.5 [31.7], 32 59.6 → 52.5 [51.3], 64 87.9 → 81.8 [89.3]; dual fp8 copies
+// B = 16 61.3 → 40.8, nvfp4 84.4 → 39.5; batch 1 and 2 take the same tiles.
+// T > 1 halves toward one block per SM (speculative blocks carry T tokens'
+// preparation, so fewer, larger ones win further): T = 5, eight per SM → one
+// (docs/perf_notes_delta.md, "speculative tiles at small batches by default",
 // µs): fp32 B = 4 28.7 → 23.2, 8 52.1 → 34.8, 16 98.5 → 59.7, 32 136.6 →
 // 101.7, 64 195.0 → 174.0; bf16 B = 16 107.8 → 56.6, 64 183.7 → 161.3; B = 1
-// 12.9 either way; at B = 96 and 128 every target is within 0.2 %
-// (…_spec_tile_bps_sweep.jsonl).
+// 12.9 either way; at B = 96 and 128 every target is within 0.2 % (the
+// sweep in the same section).
 // blocks_per_sm > 0 (REPLAYSSM_M2_R1_BPS, measurements) halves while the grid
 // has fewer than that many per SM.
 inline constexpr int REPLAY1_RING_BULK_HEADS = 4;
@@ -207,7 +207,7 @@ inline int replay1_heads_per_block(int64_t B, int64_t G, int hpg, int hb_max, in
 // resident grid (two blocks per SM) ahead, as the delta kernels' records
 // prefetch (delta/heuristics.h replay1_prefetch_distance), for T = 1 steps on
 // fp32 checkpoints from batch 32 on. Measured on the H200 at H128·P64·N128,
-// L = 16 (bench/results/2026-12-04_h200_mamba2_prefetch_ahead_2928664.jsonl,
+// L = 16 (docs/perf_notes_mamba2.md, "L2 prefetch of the block ahead",
 // two rounds, µs, none / SMs / 2·SMs ahead): fp32 B = 256 335.6 / 332.6 /
 // 332.8, B = 64 112.3 / 112.1 / 112.4; bf16 B = 256 237.9 / 238.9 / 237.5;
 // slower where the records are a smaller share of a block's chain or the
@@ -246,21 +246,22 @@ inline constexpr int HOT_BLOCKS_PER_SM = 2;
 // (80 registers, no spills) of DECODE_PASSES passes (fp32 N = 128, P = 64:
 // four heads, 128 KiB of state). Measured in one run against two blocks of
 // HOT_PASSES (2 / 3 blocks per SM × 16 / 8 passes, B = 64 / 256 / 512, µs;
-// bench/results/2026-12-04_h200_baseline_tiles_sweep.jsonl, two rounds):
-// fp32 H128 156.5 / 152.7 / 160.5 / 152.0, 596.2 / 583.7 / 592.4 / 583.9,
-// 1177.4 / 1158.0 / 1171.3 / 1159.4; H64 B = 256 306.3 / 301.0 / 305.4 /
-// 298.3; bf16 H128 B = 256 333.9 / 329.6 / 332.3 / 326.6, H96 311.8 / 314.3
-// / 311.1 / 306.3. (Three blocks had measured slower for bf16 at an earlier
-// kernel, 373 against 346 µs; four passes are slower everywhere, H128 fp32
-// B = 256 638 µs; five or six stages instead of four change nothing.)
+// docs/perf_notes_mamba2.md, "the decode kernel at three blocks per SM of
+// eight passes", two rounds): fp32 H128 156.5 / 152.7 / 160.5 / 152.0, 596.2 /
+// 583.7 / 592.4 / 583.9, 1177.4 / 1158.0 / 1171.3 / 1159.4; H64 B = 256 306.3
+// / 301.0 / 305.4 / 298.3; bf16 H128 B = 256 333.9 / 329.6 / 332.3 / 326.6,
+// H96 311.8 / 314.3 / 311.1 / 306.3. (Three blocks had measured slower for
+// bf16 at an earlier kernel, 373 against 346 µs; four passes are slower
+// everywhere, H128 fp32 B = 256 638 µs; five or six stages instead of four
+// change nothing.)
 inline constexpr int DECODE_BLOCKS_PER_SM = 3;
 inline constexpr int DECODE_PASSES = 8;
 // The decode kernel's last DECODE_TAIL_ROWS rows in tiles of
 // DECODE_TAIL_PASSES passes at the end of the grid (decode_kernel.cuh TAIL).
 // Against none, fp32, two rounds
-// (bench/results/2026-12-05_h200_baseline_tail_tiles.jsonl, µs): B = 64 H128
-// 153.4 → 150.3, H64 81.6 → 78.7, H96·P80 145.0 → 144.1 (8 rows: 142.5);
-// B = 256 H128 587.9 → 585.6, H64 300.9 → 296.7.
+// (docs/perf_notes_mamba2.md, "the decode kernel's tail tiles landed", µs):
+// B = 64 H128 153.4 → 150.3, H64 81.6 → 78.7, H96·P80 145.0 → 144.1 (8 rows:
+// 142.5); B = 256 H128 587.9 → 585.6, H64 300.9 → 296.7.
 inline constexpr int DECODE_TAIL_ROWS = 16;
 inline constexpr int DECODE_TAIL_PASSES = 4;
 inline constexpr int64_t STAGE_BYTES = int64_t(HOT_VPL) * KERNEL_THREADS * 16;
@@ -346,7 +347,7 @@ RSSM_M2_HD int64_t packed_scale_smem(int64_t nh, int64_t np, int64_t srb) {
 // fp32) 7.2 µs against the replay kernel's 8.3 and the baseline's 6.9; above
 // 4 MiB of state the replay kernel is below the baseline (H128 fp32 B = 2
 // 10.1 against 11.7, H256 fp32 B = 1 9.8 against 11.6) and the eager step
-// is not (perf_notes_mamba2.md v30, bench/results/2026-12-03_h200_eager_steps.jsonl).
+// is not (perf_notes_mamba2.md, "eager T = 1 steps at batch 1–2").
 inline constexpr int64_t EAGER_MAX_ROWS = 3;
 inline constexpr int64_t EAGER_MAX_BYTES = int64_t(4) << 20;
 

@@ -10,10 +10,11 @@
 // first NST sweeps are requested as soon as the slot is known, so they fly
 // during the block's dependent chain (slot → cursor → ring → coefficients);
 // a stage is refilled once the block has read it (docs/perf_notes_mamba2.md,
-// v12–v16). The arithmetic follows tools/probe/stream_probe.cu: every lane owns one
-// 16-byte column vector of a row (fp32: 32 lanes per row; bf16 / f16: 16),
-// forms S·C_t for RB rows and sums them with one transposed reduction
-// (RB − 1 + log2(LPR/RB) shuffles for RB rows).
+// "the stream's roofline, then a bulk-copy T = 1 kernel"). The arithmetic
+// follows tools/probe/stream_probe.cu: every lane owns one 16-byte column
+// vector of a row (fp32: 32 lanes per row; bf16 / f16: 16), forms S·C_t for RB
+// rows and sums them with one transposed reduction (RB − 1 + log2(LPR/RB)
+// shuffles for RB rows).
 //
 // Per block (row b, heads [h0, h0 + HB) of one group, all P rows):
 //  1. slot; thread 0 issues the bulk copies of the first NST sweeps.
@@ -130,12 +131,13 @@ using cuda_util::st4;
 // records its plan reads, so that when it starts its dependent chain (slot →
 // cursor → records) hits L2 instead of waiting loaded DRAM round trips behind
 // the state streams (the delta kernels' prefetch_block_ahead,
-// docs/perf_notes_delta.md v14). The chain rides on this block's own: the
-// ahead row's slot is loaded with this block's slot (ahead_begin, which also
-// prefetches the tokens), its cursor with this block's cursor
-// (ahead_cursor), and the records are prefetched once this block's are
-// requested (ahead_records), so the prefetching warp adds no round trip of
-// its own. A row that would be rejected is skipped (its blocks report it).
+// docs/perf_notes_delta.md, "records prefetched into L2 half a resident grid
+// ahead"). The chain rides on this block's own: the ahead row's slot is loaded
+// with this block's slot (ahead_begin, which also prefetches the tokens), its
+// cursor with this block's cursor (ahead_cursor), and the records are
+// prefetched once this block's are requested (ahead_records), so the
+// prefetching warp adds no round trip of its own. A row that would be rejected
+// is skipped (its blocks report it).
 struct AheadRow {
   int64_t b = -1, slot = 0, acc = 0;
   int g = 0, h0 = 0;
