@@ -8,12 +8,14 @@
 // The T > 1 kernel reads it for KDA only (HOST_LAYOUT); GDN's instances and
 // the other kernels compute their layouts per block. Measured against
 // kernels that all computed their own, in one run each (B = 256, L = 16, µs;
-// experiments/2026-12-05_t36 and _t38): the persistent step KDA fp32 230.9 →
-// 219.1, bf16 213.0 → 201.0, GDN bf16 236.6 → 234.7, dual GDN fp8 / nvfp4
-// −0.3 %; KDA T = 5 bf16 584.3 → 563.4, fp32 621.7 → 620.7. But GDN's
-// kernels lost: fp32 T = 1 312.2 → 315.4 (blocks: the offsets re-read from
-// the constant bank where used), T = 5 664.3 → 667.6; and so did KDA's T = 1
-// blocks, B = 64 70.6 → 73.4, and the KDA decode, 289.1 → 291.2.
+// docs/perf_notes_delta.md, "host layouts where they pay" and "KDA
+// preparation, constant-K bulk and tail tiles landed"): the persistent step
+// KDA fp32 230.9 → 219.1, bf16 213.0 → 201.0, GDN bf16 236.6 → 234.7, dual
+// GDN fp8 / nvfp4 −0.3 %; KDA T = 5 bf16 584.3 → 563.4, fp32 621.7 → 620.7.
+// But GDN's kernels lost: fp32 T = 1 312.2 → 315.4 (blocks: the offsets
+// re-read from the constant bank where used), T = 5 664.3 → 667.6; and so
+// did KDA's T = 1 blocks, B = 64 70.6 → 73.4, and the KDA decode, 289.1 →
+// 291.2.
 #pragma once
 #include <cstdint>
 
