@@ -277,9 +277,12 @@ void run_recurrent(const char* fn, RecArgs& a, const Tensor& state, const Dims& 
     a.vt = t.vt;
     a.vtiles = int((d.V + t.vt - 1) / t.vt);
     a.kpb = t.kpb;
-    const int rpp = DECODE1_THREADS / a.lpr, rbm = t.nh * t.vt;
-    const size_t smem =
-        size_t(decode1_layout(is_kda(d), int(d.K), t.nh, rbm, nch, (rbm + rpp - 1) / rpp, t.kpb).total) * 4;
+    const int rpp = DECODE1_THREADS / a.lpr;
+    auto smem_of = [&](const DecodeTile& u) {  // bytes of a tile's block (decode1_layout)
+      const int rbm = u.nh * u.vt;
+      return size_t(decode1_layout(is_kda(d), int(d.K), u.nh, rbm, nch, (rbm + rpp - 1) / rpp, u.kpb).total) * 4;
+    };
+    const size_t smem = smem_of(t);
     Launch l = launch_of(unsigned((G * t.kpb / t.nh) * a.vtiles), unsigned(d.H / t.kpb), unsigned(rows),
                          DECODE1_THREADS, smem, exec);
     // The last r rows (heuristics.h DECODE1_TAIL_ROWS; REPLAYSSM_D1_TAIL_ROWS
@@ -300,11 +303,9 @@ void run_recurrent(const char* fn, RecArgs& a, const Tensor& state, const Dims& 
       a.tkpb = u.kpb;
       a.big = l.grid[0] * l.grid[1] * unsigned(a.tb0);
       const int64_t small = (G * u.kpb / u.nh) * a.tvtiles * (d.H / u.kpb) * tr;
-      const int urbm = u.nh * u.vt;
       l.grid[0] = unsigned(a.big + small);
       l.grid[1] = l.grid[2] = 1;
-      l.smem = std::max(l.smem, size_t(decode1_layout(is_kda(d), int(d.K), u.nh, urbm, nch, (urbm + rpp - 1) / rpp,
-                                                      u.kpb).total) * 4);
+      l.smem = std::max(l.smem, smem_of(u));
     }
     dispatch<Decode1Op>(state.dtype, is_kda(d), a, l);
     cuda_util::check_launch(fn);
