@@ -204,7 +204,8 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // (cp.async into its stage) while the records are prepared.
   // KDA: the layout from the host (kernels.cuh with_replay_layout); GDN
   // computes it here (layouts.h HOST_LAYOUT). The regions are spelt out as
-  // ternaries: a helper function or lambda for them changed GDN's SASS.
+  // ternaries, the bytes past the layout three times: a helper function, a
+  // lambda or one hoisted pointer for them changed GDN's SASS.
   constexpr bool HL = HOST_LAYOUT<KDA>;
   const ReplayLayout lay = HL ? a.rl : replay_layout(KDA, K, T, rg.L, a.nh, RBM, MMA);
   char* const stg = (HL ? at_aligned<16>(reinterpret_cast<char*>(smem4), lay.bytes)
