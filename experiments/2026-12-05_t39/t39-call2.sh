@@ -1,20 +1,18 @@
 #!/bin/bash
-# t39, device call 2 (about 160 s per build; carry gpubin-x/t39.tar.xz): the
-# T = 1 streams' tests of the builds named in BUILDS (default "rel2late"),
-# 16 shards, then memcheck / racecheck on two of them. rel2's shared-memory
-# counter may make racecheck report the bulk writes against the stage reads,
-# as it does for the persistent step's mbarriers (perf_notes_delta.md v34).
-#   run: BUILDS="rel1 late" bash experiments/2026-12-05_t39/t39-call2.sh
+# t39, device call 2 (about 400 s; carry gpubin-x/t39.tar.xz): the persistent
+# T = 1 stream (replay1p.cuh) with the stage released early (rel1: after a
+# consumer barrier right after the loads; rel2: one EMPTY arrival per warp,
+# no barrier), against base, alternating, two rounds, B = 256, L = 16: GDN
+# HV64 bf16, KDA fp32 / bf16, and the dual steps' packed copies (GDN fp8 /
+# nvfp4, KDA fp8; fp32 checkpoints).
+#   run: bash experiments/2026-12-05_t39/t39-call2.sh
 set -u
 cd "$(dirname "$0")/../.."
-q=$(mktemp -d)
-xz -dc gpubin-x/t39.tar.xz | tar -C "$q" -x
-F='Mamba2Gpu.*:DualMamba2Gpu.*:DeltaGpu.*:DualDeltaGpu.*:-*Spec*:*Speculative*:*Persistent*'
-S='Mamba2Gpu.ReplayShortRunN128:DeltaGpu.ReplayBulkSmall'
-for v in ${BUILDS:-rel2late}; do
-  touch "$q/$v/PREBUILT"
-  GTEST_FILTER="$F" SANITIZE_FILTER="$S" SANITIZE_TIMEOUT_S=60 \
-    BUILD_DIR=$q/$v SKIP_CPU_TESTS=1 TEST_SHARDS=16 DEADLINE_S=${DEADLINE_S:-170} OUT=$OUT/tests-$v \
-    bash scripts/gpu_check.sh test sanitize > /dev/null 2>&1
-  echo "$v:"; grep -E "^(test|sanitize) " "$OUT/tests-$v/log.txt" | tail -2
-done
+G="--family gdn --preset qwen35-122b --L 16 --target-ms 2 --batch 256"
+K="--family kda --preset kimi --L 16 --target-ms 2 --batch 256"
+BENCH_ARGS="$G --modes replay --state bf16;$K --modes replay --state fp32,bf16;\
+$G --modes dual --state fp32 --read fp8,nvfp4;$K --modes dual --state fp32 --read fp8" \
+ONLY="base rel1 rel2" PACK=gpubin-x/t39.tar.xz REPS=2 OUT=$OUT/persistent timeout 420 \
+  bash scripts/gpu_compare.sh > /dev/null 2>&1
+echo "persistent rc $?"
+tail -n 40 "$OUT/persistent/log.txt"

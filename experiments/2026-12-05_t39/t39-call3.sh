@@ -1,0 +1,20 @@
+#!/bin/bash
+# t39, device call 3 (about 170 s per build; carry gpubin-x/t39.tar.xz): the
+# T = 1 streams' GPU tests of the builds named in BUILDS (default "rel2"),
+# 16 shards, then memcheck / racecheck on three of them. rel2's counters
+# may make racecheck report the bulk writes against the stage reads, as it
+# does for the persistent step's mbarriers (perf_notes_delta.md v34).
+#   run: BUILDS="rel1 late" bash experiments/2026-12-05_t39/t39-call3.sh
+set -u
+cd "$(dirname "$0")/../.."
+q=$(mktemp -d)
+xz -dc gpubin-x/t39.tar.xz | tar -C "$q" -x
+F='Mamba2Gpu.*:DualMamba2Gpu.*:DeltaGpu.*:DualDeltaGpu.*:Part/DualDeltaGpuPersistentStep.*:-*Spec*:*Speculative*'
+S='Mamba2Gpu.ReplayShortRunN128:DeltaGpu.ReplayBulkSmall:DeltaGpu.PersistentMatchesBlockKernel'
+for v in ${BUILDS:-rel2}; do
+  touch "$q/$v/PREBUILT"
+  GTEST_FILTER="$F" SANITIZE_FILTER="$S" SANITIZE_TIMEOUT_S=60 \
+    BUILD_DIR=$q/$v SKIP_CPU_TESTS=1 TEST_SHARDS=16 DEADLINE_S=${DEADLINE_S:-200} OUT=$OUT/tests-$v \
+    bash scripts/gpu_check.sh test sanitize > /dev/null 2>&1
+  echo "$v:"; grep -E "^(test|sanitize) " "$OUT/tests-$v/log.txt" | tail -2
+done
