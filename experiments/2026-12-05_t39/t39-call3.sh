@@ -1,7 +1,7 @@
 #!/bin/bash
 # t39, device call 3 (about 170 s per build; carry gpubin-x/t39.tar.xz): the
 # T = 1 streams' (and Mamba-2's T > 1) GPU tests of the builds named in BUILDS (default "rel2"),
-# 16 shards, then memcheck / racecheck on three of them. rel2's counters
+# 16 shards, then memcheck / racecheck on four of them. rel2's counters
 # may make racecheck report the bulk writes against the stage reads, as it
 # does for the persistent step's mbarriers (perf_notes_delta.md v34).
 #   run: BUILDS="rel1 late" bash experiments/2026-12-05_t39/t39-call3.sh
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 q=$(mktemp -d)
 xz -dc gpubin-x/t39.tar.xz | tar -C "$q" -x
 F='Mamba2Gpu.*:DualMamba2Gpu.*:DeltaGpu.*:DualDeltaGpu.*:Part/DualDeltaGpuPersistentStep.*:-DeltaGpu.Spec*'
-S='Mamba2Gpu.ReplayShortRunN128:DeltaGpu.ReplayBulkSmall:DeltaGpu.PersistentMatchesBlockKernel'
+S='Mamba2Gpu.ReplayShortRunN128:Mamba2Gpu.SpecShortRunN128:DeltaGpu.ReplayBulkSmall:DeltaGpu.PersistentMatchesBlockKernel'
 for v in ${BUILDS:-rel2}; do
   touch "$q/$v/PREBUILT"
   GTEST_FILTER="$F" SANITIZE_FILTER="$S" SANITIZE_TIMEOUT_S=60 \
