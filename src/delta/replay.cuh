@@ -233,8 +233,18 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     }
     cp_async_commit();
   };
+  // SPF (KDA, fp32 state): a warp keeps the tile after the one its stage
+  // fetches in L2 (lanes 0–15: a row each), so that the stream's one unit in
+  // flight per warp mostly hits L2 (measured: faster on KDA fp32, slower on
+  // GDN and 16-bit states; perf_notes_delta.md v42)
+  constexpr bool SPF = MMA && KDA && SD == DType::f32 && QF == QF_NONE;
+  [[maybe_unused]] auto prefetch_tile = [&](int t) {
+    if (t < RB / 16 && lane32 < 16)
+      cuda_util::prefetch_l2(row_ptr(t * 16) + int64_t(lane32) * a.st.s2, uint32_t(K * sizeof(TS)));
+  };
   if constexpr (MMA) {
     if (warp < RB / 16) issue_unit(row_ptr(warp * 16), 0);
+    if constexpr (SPF) prefetch_tile(warp + nwarps);
   }
   // the last warp: L2 prefetch of the records of the block a.rec_pf ahead
   // (KDA, not on packed copies: heuristics.h, replay_spec_prefetch_distance)
@@ -683,6 +693,8 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
           if (nt < ntiles)
             issue_unit(WIDE && hf == 0 ? trow : state + int64_t(hv0 + t_hvl) * a.st.s1 + int64_t(v0 + t_rem) * a.st.s2,
                        WIDE && hf == 0 ? 1 : 0);
+          if constexpr (SPF)
+            if (!(WIDE && hf == 0)) prefetch_tile(tile + 2 * nwarps);
         }
         if (p.flush) {
 #pragma unroll

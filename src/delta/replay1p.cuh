@@ -479,6 +479,13 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
 
 // ---- 2. the persistent stream kernel ----
 
+// Whether a consumer warp releases a stage as soon as its rows are in
+// registers (one EMPTY arrival per warp) rather than after the consumers'
+// barrier at the end of the sweep: all but nvfp4 copies (measured even there,
+// t40: perf_notes_delta.md v42).
+template <int QF>
+inline constexpr bool R1P_EARLY_RELEASE = QF != QF_NVFP4;
+
 // DUAL: a dual pool's read copy (no item flushes here: the dual fold did;
 // no flush area), QF != QF_NONE an fp8 / nvfp4 one (SD unused): sweep k of
 // an item is its value head hv0 + k, i.e. the V <= 128 rows' codes, their
@@ -516,7 +523,10 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
     // FULL: the producer's arrival (bulk: one, with the bytes; per-lane
     // copies: each lane's, when its copies land)
     for (int i = 0; i < R1P_MAX_STAGES; ++i) cuda_util::mbar_init(FULL + i, a.lanes_copy ? 32 : 1);
-    for (int i = R1P_MAX_STAGES; i < 2 * R1P_MAX_STAGES + 3 * NB; ++i) cuda_util::mbar_init(FULL + i, 1);
+    // EMPTY: one arrival per consumer warp once its rows are in registers
+    // (EARLY, below), else one after the consumers' barrier; the rest: one
+    for (int i = R1P_MAX_STAGES; i < 2 * R1P_MAX_STAGES + 3 * NB; ++i)
+      cuda_util::mbar_init(FULL + i, R1P_EARLY_RELEASE<QF> && i < 2 * R1P_MAX_STAGES ? CW : 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -709,18 +719,37 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
       const char* const sg = reinterpret_cast<const char*>(STG) + st * SWB;
       const char* const sk = sg + (warp * BR + sub) * ROWB + lr * LB;
       [[maybe_unused]] const char* const sscale = sg + SW * ROWB;  // QB: the block scales of the sweep's rows
+      // EARLY: the warp's rows of the sweep (an fp8 copy: with their scale
+      // bytes) into registers first, then the warp's EMPTY arrival, no
+      // consumer barrier: the producer refills the stage while the warps
+      // compute (perf_notes_delta.md v42)
+      constexpr bool EARLY = R1P_EARLY_RELEASE<QF>;
+      [[maybe_unused]] uint4 rw[EARLY ? RQ : 1];
+      [[maybe_unused]] uint32_t rsb[EARLY && QB ? RQ : 1];
+      if constexpr (EARLY) {
+#pragma unroll
+        for (int u = 0; u < RQ; ++u) {
+          const int r = r0 + u * RPL + sub;
+          const bool rv = r < rlim;
+          rw[u] = rv ? *reinterpret_cast<const uint4*>(sk + u * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
+          if constexpr (QF == QF_FP8) rsb[u] = rv ? uint8_t(sscale[(r - k * SW) * srb + (lr >> 1)]) : 127u;
+        }
+        __syncwarp();
+        if (lane32 == 0) cuda_util::mbar_arrive(EMPTY + st);
+      }
 #pragma unroll
       for (int u0 = 0; u0 < RQ; u0 += FG) {
         float f[FG][E];
         float qs[FG];  // QF_FP8: the rows' block scales 2^(e − 127), applied to the sums (exact)
 #pragma unroll
         for (int i = 0; i < FG; ++i) {
-          const int r = r0 + (u0 + i) * RPL + sub;
-          const bool rv = r < rlim;
+          [[maybe_unused]] const int r = r0 + (u0 + i) * RPL + sub;
+          [[maybe_unused]] const bool rv = r < rlim;
           qs[i] = 1.f;
+          [[maybe_unused]] const int ue = EARLY ? u0 + i : 0;  // (rw / rsb index)
           if constexpr (QF == QF_FP8) {
-            const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + (u0 + i) * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
-            const uint32_t eb = rv ? uint8_t(sscale[(r - k * SW) * srb + (lr >> 1)]) : 127u;
+            const uint4 w = rw[ue];
+            const uint32_t eb = rsb[ue];
             qs[i] = quant::dev::exp2i(int(eb) - 127);
             quant::dev::fp8x16_decode_unscaled(w, f[i]);
           } else if constexpr (QF == QF_NVFP4) {  // (y · s) · t per value
@@ -728,7 +757,7 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
             const float sf = rv ? quant::dev::e4m3_decode(uint8_t(sscale[(r - k * SW) * srb + lr])) : 0.f;
             quant::dev::nvfp4x16_decode(w, sf, *reinterpret_cast<const float*>(sscale + SW * srb), f[i]);
           } else {
-            const uint4 w = rv ? *reinterpret_cast<const uint4*>(sk + (u0 + i) * RPL * ROWB) : make_uint4(0u, 0u, 0u, 0u);
+            const uint4 w = rw[ue];
             const TS* x = reinterpret_cast<const TS*>(&w);
 #pragma unroll
             for (int e = 0; e < E; ++e) f[i][e] = Traits<SD>::load(x[e]);
@@ -770,8 +799,10 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
         }
         r1b_row_dots(f, ukr, uqr, qs, ak + u0, aq + u0);
       }
-      csync();  // the stage read: refill it
-      if (tid == 0) cuda_util::mbar_arrive(EMPTY + st);
+      if constexpr (!EARLY) {
+        csync();  // the stage read: refill it
+        if (tid == 0) cuda_util::mbar_arrive(EMPTY + st);
+      }
       r1b_finish_rows<KDA, LPB>(ak, aq, lr, r0, RPL, sub, rlim, V, hv0, Z + rl.eu, Z + rl.beta, Z + rl.vs, Z + rl.hq,
                            item.kq, rg, in, d_base, o_base);
     }

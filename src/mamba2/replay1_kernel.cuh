@@ -252,7 +252,11 @@ mamba2_replay1_kernel(const Params p) {
   const uint64_t pol = evict_first_policy();
 
   // ---- 1. slot, first batch of state rows; the last warp loads the slot of
-  // the row p.rec_pf blocks ahead and prefetches its tokens (AheadRow)
+  // the row p.rec_pf blocks ahead and prefetches its tokens (AheadRow).
+  // LATE (T = 1 on a 16-bit state): the first sweeps are issued after the
+  // records' copies instead of right after the slot (measured: fp32 states
+  // are faster early, 16-bit ones late; perf_notes_mamba2.md v42)
+  constexpr bool LATE = !MMA && !QB && sizeof(st_t) == 2;
   const bool pfw = p.rec_pf > 0 && warp == KERNEL_WARPS - 1;
   AheadRow ahead;
   if (pfw) ahead = ahead_begin<AD>(p, T, nh, lane);
@@ -288,6 +292,10 @@ mamba2_replay1_kernel(const Params p) {
     } else {
       mbar_arrive_expect_tx(bar + st, uint32_t(nr) * ROWB);
       bulk_g2s(dst, row_ptr(r0), uint32_t(nr) * ROWB, bar + st, pol);
+      // T > 1 on an fp32 state: the sweep after this one into L2 as well
+      // (measured: faster on fp32, slower on 16-bit states; perf_notes_mamba2.md v42)
+      if constexpr (MMA && SD == DType::f32)
+        if (k + 1 >= NST && k + 1 < nsw) cuda_util::prefetch_l2(row_ptr(r0 + SW), uint32_t(min(SW, rows - r0 - SW)) * ROWB);
     }
   };
   // With m.ring_bulk the ring's R entries (x of the block's heads, B of the
@@ -303,8 +311,9 @@ mamba2_replay1_kernel(const Params p) {
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       // dual pools: after the plan (a flushing row's copy is repacked by the
-      // pack kernel this launch may overlap, launch.cu::dual_replay_step)
-      if (!p.dual)
+      // pack kernel this launch may overlap, launch.cu::dual_replay_step);
+      // LATE: after the records' copies (phase 2)
+      if (!p.dual && !LATE)
         for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k, k);
     }
   }
@@ -357,7 +366,7 @@ mamba2_replay1_kernel(const Params p) {
   if (rs != ROW_OK) {
     cp_async_wait(0);
     __syncthreads();  // barriers initialised
-    if (!p.dual)
+    if (!p.dual && !LATE)
       for (int k = 0; k < min(NST, nsw); ++k) mbar_wait(bar + k, 0);  // no copy outlives the block
     zero_outputs<AD>(p, bp, b, 0, T);
     return;
@@ -415,6 +424,8 @@ mamba2_replay1_kernel(const Params p) {
     }
     cp_async_commit();
   }
+  if (LATE && !p.dual && tid == 0)  // (warp 0 lane 0, which issued the bulk record copies)
+    for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k, k);
   if (pfw) ahead_records<AD>(p, ahead, nh, lane);  // the ahead row's records, with this block's in flight
   __syncthreads();  // Cs, Bw, dwin, Ah, Dh (plain stores) visible
 
