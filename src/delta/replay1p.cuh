@@ -481,8 +481,8 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
 
 // Whether a consumer warp releases a stage as soon as its rows are in
 // registers (one EMPTY arrival per warp) rather than after the consumers'
-// barrier at the end of the sweep: all but nvfp4 copies (measured even there,
-// t40: perf_notes_delta.md v42).
+// barrier at the end of the sweep: all but nvfp4 copies, which measured no
+// faster so (perf_notes_delta.md v42).
 template <int QF>
 inline constexpr bool R1P_EARLY_RELEASE = QF != QF_NVFP4;
 
