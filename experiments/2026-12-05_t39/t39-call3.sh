@@ -4,13 +4,14 @@
 # 16 shards, then memcheck / racecheck on four of them. rel2's counters
 # may make racecheck report the bulk writes against the stage reads, as it
 # does for the persistent step's mbarriers (perf_notes_delta.md v34).
+# PACK, GTEST_F and SAN_F override the pack and the two filters (t40-call4.sh).
 #   run: BUILDS="rel1 late" bash experiments/2026-12-05_t39/t39-call3.sh
 set -u
 cd "$(dirname "$0")/../.."
 q=$(mktemp -d)
-xz -dc gpubin-x/t39.tar.xz | tar -C "$q" -x
-F='*Mamba2Gpu*:*DeltaGpu*:-*DeltaGpu.Spec*:*DeltaGpuSpec*:*DeltaGpuArena.Spec*'
-S='Mamba2Gpu.ReplayShortRunN128:Mamba2Gpu.SpecShortRunN128:DeltaGpu.ReplayBulkSmall:DeltaGpu.PersistentMatchesBlockKernel'
+xz -dc ${PACK:-gpubin-x/t39.tar.xz} | tar -C "$q" -x
+F=${GTEST_F:-'*Mamba2Gpu*:*DeltaGpu*:-*DeltaGpu.Spec*:*DeltaGpuSpec*:*DeltaGpuArena.Spec*'}
+S=${SAN_F:-'Mamba2Gpu.ReplayShortRunN128:Mamba2Gpu.SpecShortRunN128:DeltaGpu.ReplayBulkSmall:DeltaGpu.PersistentMatchesBlockKernel'}
 for v in ${BUILDS:-rel2}; do
   touch "$q/$v/PREBUILT"
   GTEST_FILTER="$F" SANITIZE_FILTER="$S" SANITIZE_TIMEOUT_S=60 \
