@@ -746,10 +746,9 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
           [[maybe_unused]] const int r = r0 + (u0 + i) * RPL + sub;
           [[maybe_unused]] const bool rv = r < rlim;
           qs[i] = 1.f;
-          [[maybe_unused]] const int ue = EARLY ? u0 + i : 0;  // (rw / rsb index)
           if constexpr (QF == QF_FP8) {
-            const uint4 w = rw[ue];
-            const uint32_t eb = rsb[ue];
+            const uint4 w = rw[u0 + i];  // (EARLY)
+            const uint32_t eb = rsb[u0 + i];
             qs[i] = quant::dev::exp2i(int(eb) - 127);
             quant::dev::fp8x16_decode_unscaled(w, f[i]);
           } else if constexpr (QF == QF_NVFP4) {  // (y · s) · t per value
@@ -757,7 +756,7 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
             const float sf = rv ? quant::dev::e4m3_decode(uint8_t(sscale[(r - k * SW) * srb + lr])) : 0.f;
             quant::dev::nvfp4x16_decode(w, sf, *reinterpret_cast<const float*>(sscale + SW * srb), f[i]);
           } else {
-            const uint4 w = rw[ue];
+            const uint4 w = rw[u0 + i];  // (EARLY)
             const TS* x = reinterpret_cast<const TS*>(&w);
 #pragma unroll
             for (int e = 0; e < E; ++e) f[i][e] = Traits<SD>::load(x[e]);

@@ -298,6 +298,11 @@ mamba2_replay1_kernel(const Params p) {
         if (k + 1 >= NST && k + 1 < nsw) cuda_util::prefetch_l2(row_ptr(r0 + SW), uint32_t(min(SW, rows - r0 - SW)) * ROWB);
     }
   };
+  // the first NST sweeps, each into its own stage (thread 0: after the
+  // slot, or LATE after the records, or for dual pools after the plan)
+  auto issue_first_sweeps = [&]() {
+    for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k, k);
+  };
   // With m.ring_bulk the ring's R entries (x of the block's heads, B of the
   // group, δ of the heads: each one contiguous run) come by bulk copies too,
   // one lane of warp 0 per entry, completing on rbar; they do not depend on
@@ -313,8 +318,7 @@ mamba2_replay1_kernel(const Params p) {
       // dual pools: after the plan (a flushing row's copy is repacked by the
       // pack kernel this launch may overlap, launch.cu::dual_replay_step);
       // LATE: after the records' copies (phase 2)
-      if (!p.dual && !LATE)
-        for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k, k);
+      if (!p.dual && !LATE) issue_first_sweeps();
     }
   }
 
@@ -377,8 +381,7 @@ mamba2_replay1_kernel(const Params p) {
     // rows' copies are untouched by it. (warp 0 lane 0 initialised the
     // barriers before the cursor loads.)
     if (plan.flush) asm volatile("griddepcontrol.wait;" ::: "memory");
-    if (tid == 0)
-      for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k, k);
+    if (tid == 0) issue_first_sweeps();
   }
   const bool flush = plan.flush && !p.dual;
   const int n = flush ? plan.fold_count : plan.hist_count;
@@ -424,8 +427,7 @@ mamba2_replay1_kernel(const Params p) {
     }
     cp_async_commit();
   }
-  if (LATE && !p.dual && tid == 0)  // (warp 0 lane 0, which issued the bulk record copies)
-    for (int k = 0; k < min(NST, nsw); ++k) issue_sweep(k, k);
+  if (LATE && !p.dual && tid == 0) issue_first_sweeps();  // (warp 0 lane 0, which issued the bulk record copies)
   if (pfw) ahead_records<AD>(p, ahead, nh, lane);  // the ahead row's records, with this block's in flight
   __syncthreads();  // Cs, Bw, dwin, Ah, Dh (plain stores) visible
 
