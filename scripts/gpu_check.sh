@@ -17,6 +17,10 @@
 #
 # Environment (all optional):
 #   BUILD_DIR          build directory (default build); reused when configured for this checkout
+#   PACK_LABEL, PACK   the label of one build in a pack of prebuilt binaries
+#                      (scripts/pack_builds.sh, .tar.xz): with PACK_LABEL set the pack is
+#                      extracted to a temporary folder, its build becomes BUILD_DIR, marked
+#                      PREBUILT (no build stage)
 #   CUDA_ARCHS         REPLAYSSM_CUDA_ARCHS (default 90a)
 #   DEADLINE_S         wall-clock budget of the whole script; later stages are
 #                      skipped past it and stage timeouts shrink to fit (default 540)
@@ -41,6 +45,15 @@ cd "$ROOT" || exit 2
 OUT=${OUT:-$ROOT/gpu_check_out}
 mkdir -p "$OUT"
 BUILD_DIR=${BUILD_DIR:-build}
+if [[ -n ${PACK_LABEL:-} ]]; then
+  [[ -f ${PACK:-} ]] || { echo "gpu_check.sh: PACK_LABEL needs PACK, a pack file" >&2; exit 2; }
+  PACK_DIR=$(mktemp -d)
+  xz -dc "$PACK" | tar -C "$PACK_DIR" -x || { echo "gpu_check.sh: cannot extract $PACK" >&2; exit 2; }
+  BUILD_DIR=$PACK_DIR/$PACK_LABEL
+  [[ -x $BUILD_DIR/replayssm_gpu_tests || -x $BUILD_DIR/replayssm ]] \
+    || { echo "gpu_check.sh: no build '$PACK_LABEL' in $PACK" >&2; exit 2; }
+  touch "$BUILD_DIR/PREBUILT"
+fi
 CUDA_ARCHS=${CUDA_ARCHS:-90a}
 DEADLINE_S=${DEADLINE_S:-540}
 BENCH_BUDGET_S=${BENCH_BUDGET_S:-200}

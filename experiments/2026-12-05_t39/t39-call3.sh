@@ -8,14 +8,12 @@
 #   run: BUILDS="rel1 late" bash experiments/2026-12-05_t39/t39-call3.sh
 set -u
 cd "$(dirname "$0")/../.."
-q=$(mktemp -d)
-xz -dc ${PACK:-gpubin-x/t39.tar.xz} | tar -C "$q" -x
+export PACK=${PACK:-gpubin-x/t39.tar.xz}
 F=${GTEST_F:-'*Mamba2Gpu*:*DeltaGpu*:-*DeltaGpu.Spec*:*DeltaGpuSpec*:*DeltaGpuArena.Spec*'}
 S=${SAN_F:-'Mamba2Gpu.ReplayShortRunN128:Mamba2Gpu.SpecShortRunN128:DeltaGpu.ReplayBulkSmall:DeltaGpu.PersistentMatchesBlockKernel'}
 for v in ${BUILDS:-rel2}; do
-  touch "$q/$v/PREBUILT"
   GTEST_FILTER="$F" SANITIZE_FILTER="$S" SANITIZE_TIMEOUT_S=60 \
-    BUILD_DIR=$q/$v SKIP_CPU_TESTS=1 TEST_SHARDS=16 DEADLINE_S=${DEADLINE_S:-240} OUT=$OUT/tests-$v \
+    PACK_LABEL=$v SKIP_CPU_TESTS=1 TEST_SHARDS=16 DEADLINE_S=${DEADLINE_S:-240} OUT=$OUT/tests-$v \
     bash scripts/gpu_check.sh test sanitize > /dev/null 2>&1
   echo "$v:"; grep -E "^(test|sanitize) " "$OUT/tests-$v/log.txt" | tail -2
 done

@@ -20,10 +20,7 @@ ONLY="base land" PACK=gpubin-x/t40.tar.xz REPS=2 OUT=$OUT/bench timeout 70 \
   bash scripts/gpu_compare.sh > /dev/null 2>&1
 echo "bench rc $?"
 tail -n 16 "$OUT/bench/log.txt"
-q=$(mktemp -d)
-xz -dc gpubin-x/t40.tar.xz | tar -C "$q" -x
-touch "$q/land/PREBUILT"
 GTEST_FILTER='DeltaGpu.Persistent*:*DualDeltaGpu*Persistent*:DeltaGpu.ReplayStep:Mamba2Gpu.Replay*:Mamba2Gpu.Spec*:*Mamba2GpuSpec*:DeltaGpu.SpecMmaSmall:*DeltaGpuSpecTensorCores*' \
-  BUILD_DIR=$q/land SKIP_CPU_TESTS=1 TEST_SHARDS=16 DEADLINE_S=${DEADLINE_S:-100} OUT=$OUT/tests \
+  PACK=gpubin-x/t40.tar.xz PACK_LABEL=land SKIP_CPU_TESTS=1 TEST_SHARDS=16 DEADLINE_S=${DEADLINE_S:-100} OUT=$OUT/tests \
   bash scripts/gpu_check.sh test > /dev/null 2>&1
 grep -E "^test " "$OUT/tests/log.txt" | tail -1

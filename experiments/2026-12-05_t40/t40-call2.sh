@@ -6,13 +6,11 @@
 #   run: bash experiments/2026-12-05_t40/t40-call2.sh
 set -u
 cd "$(dirname "$0")/../.."
-q=$(mktemp -d)
-xz -dc gpubin-x/t40.tar.xz | tar -C "$q" -x
-touch "$q/land/PREBUILT"
-BUILD_DIR=$q/land SKIP_CPU_TESTS=1 TEST_SHARDS=16 DEADLINE_S=${DEADLINE_S:-300} OUT=$OUT/suite \
+export PACK=gpubin-x/t40.tar.xz PACK_LABEL=land
+SKIP_CPU_TESTS=1 TEST_SHARDS=16 DEADLINE_S=${DEADLINE_S:-300} OUT=$OUT/suite \
   bash scripts/gpu_check.sh test sanitize > /dev/null 2>&1
 grep -E "^(test|sanitize) " "$OUT/suite/log.txt" | tail -2
 SANITIZE_FILTER='DeltaGpu.PersistentStep:DeltaGpu.SpecMmaSmall:Mamba2Gpu.SpecShortRunN128' SANITIZE_TIMEOUT_S=120 \
-  BUILD_DIR=$q/land SKIP_CPU_TESTS=1 DEADLINE_S=260 OUT=$OUT/race \
+  SKIP_CPU_TESTS=1 DEADLINE_S=260 OUT=$OUT/race \
   bash scripts/gpu_check.sh sanitize > /dev/null 2>&1
 grep -E "^sanitize " "$OUT/race/log.txt" | tail -1
