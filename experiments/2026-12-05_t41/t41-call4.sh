@@ -1,0 +1,39 @@
+#!/bin/bash
+# t41, device call 4 (about 180 s; carry gpubin-x/t40pf.tar.xz): 
+# 1. the persistent step's default against three / four stages with four
+#    result buffers, B = 256, L = 16, two rounds (the H200 check of
+#    t41-call1 / 2's H100 finding);
+# 2. ncu (full set) of one Mamba-2 decode kernel launch at B = 1, H128 fp32,
+#    L = 16: the baseline's and the eager replay step's (batch 1's gap,
+#    7.46 against 7.11 µs on the H100, is not the stage count: t41-call3);
+# 3. Mamba-2 H128 B = 1–3 by the eager rule (`def`) and eager up to three
+#    rows whatever their bytes (`e3`: REPLAYSSM_EAGER_ROWS=3): on the H100
+#    bf16 B = 3 (6 MiB, the replay kernel by the rule) took 10.36 µs against
+#    the baseline's 8.49 (t41-call3).
+#   run: bash experiments/2026-12-05_t41/t41-call4.sh
+set -u
+cd "$(dirname "$0")/../.."
+nvidia-smi --query-gpu=name --format=csv,noheader
+G="--family gdn --preset qwen35-122b --L 16 --target-ms 2 --batch 256"
+K="--family kda --preset kimi --L 16 --target-ms 2 --batch 256"
+BENCH_ARGS="$G --modes replay --state bf16;$K --modes replay --state fp32,bf16;\
+$G --modes dual --state fp32 --read fp8;$K --modes dual --state fp32 --read fp8" \
+ENVS="def:X=0;nst3nb4:REPLAYSSM_R1P_NST=3,REPLAYSSM_R1P_NB=4;nst4nb4:REPLAYSSM_R1P_NST=4,REPLAYSSM_R1P_NB=4" \
+ONLY=main PACK=gpubin-x/t40pf.tar.xz REPS=2 OUT=$OUT/r1p timeout 120 \
+  bash scripts/gpu_compare.sh > /dev/null 2>&1
+echo "r1p rc $?"
+tail -n 7 "$OUT/r1p/log.txt"
+for m in baseline replay; do
+  PROFILE_KERNEL=mamba2_decode_kernel \
+  PROFILE_ARGS="--family mamba2 --preset nemotron3 --modes $m --batch 1 --L 16 --state fp32 --target-ms 1" \
+    PACK=gpubin-x/t40pf.tar.xz PACK_LABEL=main DEADLINE_S=100 OUT=$OUT/prof-$m \
+    bash scripts/gpu_check.sh profile > /dev/null 2>&1
+  echo "$m:"; grep -E "^profile " "$OUT/prof-$m/log.txt" | tail -1
+  grep -E "Duration|Registers Per|Dynamic Shared|Achieved Occupancy|DRAM Throughput|Block Limit Shared|Grid Size" "$OUT/prof-$m/profile.txt" | head -10
+  rm -f "$OUT/prof-$m/sass.csv"
+done
+BENCH_ARGS="--family mamba2 --preset nemotron3 --L 16 --target-ms 2 --modes baseline,replay --state fp32,bf16 --batch 1,2,3" \
+ENVS="def:X=0;e3:REPLAYSSM_EAGER_ROWS=3" ONLY=main PACK=gpubin-x/t40pf.tar.xz REPS=2 OUT=$OUT/eager timeout 90 \
+  bash scripts/gpu_compare.sh > /dev/null 2>&1
+echo "eager rc $?"
+tail -n 13 "$OUT/eager/log.txt"
