@@ -30,7 +30,8 @@ for m in baseline replay; do
     bash scripts/gpu_check.sh profile > /dev/null 2>&1
   echo "$m:"; grep -E "^profile " "$OUT/prof-$m/log.txt" | tail -1
   grep -E "Duration|Registers Per|Dynamic Shared|Achieved Occupancy|DRAM Throughput|Block Limit Shared|Grid Size" "$OUT/prof-$m/profile.txt" | head -10
-  rm -f "$OUT/prof-$m/sass.csv"
+  # at most 8 files come back from $OUT: keep the details and the per-line table
+  rm -f "$OUT/prof-$m/sass.csv" "$OUT/prof-$m/sass.txt" "$OUT/prof-$m/profile.ncu-rep" "$OUT/prof-$m/log.txt"
 done
 BENCH_ARGS="--family mamba2 --preset nemotron3 --L 16 --target-ms 2 --modes baseline,replay --state fp32,bf16 --batch 1,2,3" \
 ENVS="def:X=0;e3:REPLAYSSM_EAGER_ROWS=3" ONLY=main PACK=gpubin-x/t40pf.tar.xz REPS=2 OUT=$OUT/eager timeout 90 \
