@@ -8,16 +8,9 @@
 #   run: bash experiments/2026-12-05_t41/t41-call1.sh
 set -u
 cd "$(dirname "$0")/../.."
-G="--family gdn --preset qwen35-122b --L 16 --target-ms 2 --batch 256"
-K="--family kda --preset kimi --L 16 --target-ms 2 --batch 256"
-BENCH_ARGS="$G --modes replay --state bf16;$K --modes replay --state fp32,bf16;\
-$G --modes dual --state fp32 --read fp8;$K --modes dual --state fp32 --read fp8" \
-ENVS="def:X=0;nst2:REPLAYSSM_R1P_NST=2;nst3:REPLAYSSM_R1P_NST=3;nst4:REPLAYSSM_R1P_NST=4;\
+R1P_ENVS="def:X=0;nst2:REPLAYSSM_R1P_NST=2;nst3:REPLAYSSM_R1P_NST=3;nst4:REPLAYSSM_R1P_NST=4;\
 nst3ch2:REPLAYSSM_R1P_NST=3,REPLAYSSM_R1P_CHUNK=2;nst3nb4:REPLAYSSM_R1P_NST=3,REPLAYSSM_R1P_NB=4" \
-ONLY=main PACK=gpubin-x/t40pf.tar.xz REPS=2 OUT=$OUT/r1p timeout 200 \
-  bash scripts/gpu_compare.sh > /dev/null 2>&1
-echo "r1p rc $?"
-tail -n 8 "$OUT/r1p/log.txt"
+  bash experiments/2026-12-05_t40/t40-call5.sh
 M="--family mamba2 --preset nemotron3 --L 16 --target-ms 2 --modes replay --batch 256 --state fp32"
 G1="--family gdn --preset qwen35-122b --L 16 --target-ms 2 --modes replay --batch 256 --state fp32 --d-dtype bf16"
 BENCH_ARGS="$M;$G1" ONLY="main pf1" PACK=gpubin-x/t40pf.tar.xz REPS=4 OUT=$OUT/pf timeout 120 \

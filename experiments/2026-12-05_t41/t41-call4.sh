@@ -14,15 +14,8 @@
 set -u
 cd "$(dirname "$0")/../.."
 nvidia-smi --query-gpu=name --format=csv,noheader
-G="--family gdn --preset qwen35-122b --L 16 --target-ms 2 --batch 256"
-K="--family kda --preset kimi --L 16 --target-ms 2 --batch 256"
-BENCH_ARGS="$G --modes replay --state bf16;$K --modes replay --state fp32,bf16;\
-$G --modes dual --state fp32 --read fp8;$K --modes dual --state fp32 --read fp8" \
-ENVS="def:X=0;nst3nb4:REPLAYSSM_R1P_NST=3,REPLAYSSM_R1P_NB=4;nst4nb4:REPLAYSSM_R1P_NST=4,REPLAYSSM_R1P_NB=4" \
-ONLY=main PACK=gpubin-x/t40pf.tar.xz REPS=2 OUT=$OUT/r1p timeout 120 \
-  bash scripts/gpu_compare.sh > /dev/null 2>&1
-echo "r1p rc $?"
-tail -n 7 "$OUT/r1p/log.txt"
+R1P_ENVS="def:X=0;nst3nb4:REPLAYSSM_R1P_NST=3,REPLAYSSM_R1P_NB=4;nst4nb4:REPLAYSSM_R1P_NST=4,REPLAYSSM_R1P_NB=4" \
+  bash experiments/2026-12-05_t40/t40-call5.sh
 for m in baseline replay; do
   PROFILE_KERNEL=mamba2_decode_kernel \
   PROFILE_ARGS="--family mamba2 --preset nemotron3 --modes $m --batch 1 --L 16 --state fp32 --target-ms 1" \
