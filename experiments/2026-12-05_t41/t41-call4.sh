@@ -1,8 +1,8 @@
 #!/bin/bash
 # t41, device call 4 (about 180 s; carry gpubin-x/t40pf.tar.xz): 
-# 1. the persistent step's default against three / four stages with four
+# 1. the persistent step's default against 2 / 3 / 4 / 6 stages with four
 #    result buffers, B = 256, L = 16, two rounds (the H200 check of
-#    t41-call1 / 2's H100 finding);
+#    t41-call1 / 2's H100 finding; the stages' bytes per SM: README);
 # 2. ncu (full set) of one Mamba-2 decode kernel launch at B = 1, H128 fp32,
 #    L = 16: the baseline's and the eager replay step's (batch 1's gap,
 #    7.46 against 7.11 µs on the H100, is not the stage count: t41-call3);
@@ -14,7 +14,8 @@
 set -u
 cd "$(dirname "$0")/../.."
 nvidia-smi --query-gpu=name --format=csv,noheader
-R1P_ENVS="def:X=0;nst3nb4:REPLAYSSM_R1P_NST=3,REPLAYSSM_R1P_NB=4;nst4nb4:REPLAYSSM_R1P_NST=4,REPLAYSSM_R1P_NB=4" \
+R1P_ENVS="def:X=0;nst2nb4:REPLAYSSM_R1P_NST=2,REPLAYSSM_R1P_NB=4;nst3nb4:REPLAYSSM_R1P_NST=3,REPLAYSSM_R1P_NB=4;\
+nst4nb4:REPLAYSSM_R1P_NST=4,REPLAYSSM_R1P_NB=4;nst6nb4:REPLAYSSM_R1P_NST=6,REPLAYSSM_R1P_NB=4" \
   bash experiments/2026-12-05_t40/t40-call5.sh
 for m in baseline replay; do
   PROFILE_KERNEL=mamba2_decode_kernel \
