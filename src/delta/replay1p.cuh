@@ -724,6 +724,7 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
       // consumer barrier: the producer refills the stage while the warps
       // compute (perf_notes_delta.md v42)
       constexpr bool EARLY = R1P_EARLY_RELEASE<QF>;
+      static_assert(EARLY || QF == QF_NVFP4, "the fp8 and plain paths below decode the rows EARLY loaded (rw, rsb)");
       [[maybe_unused]] uint4 rw[EARLY ? RQ : 1];
       [[maybe_unused]] uint32_t rsb[EARLY && QB ? RQ : 1];
       if constexpr (EARLY) {
