@@ -95,6 +95,7 @@ def call(name: str, kw: Dict[str, Any], first: Any) -> None:
             raise _C.Error(f"{name}: argument 'stream': expected None for torch tensors (the "
                            "current torch stream is used), got a stream handle")
         kw.pop("stream", None)
+        kw.pop("workspace", None)  # None here; the torch ops take no workspace
         getattr(_torch.ops.replayssm, name)(**kw)
         return
     cuda = on_cuda(first)
