@@ -220,6 +220,22 @@ inline int replay1_prefetch_distance(int64_t B, int T, bool dual, int state_size
   return B >= 32 && T == 1 && !dual && state_size == 4 ? std::max(sms, 1) : 0;
 }
 
+// L2 prefetch of the sweep ahead in replay1_kernel.cuh's T = 1 stream on
+// fp32 checkpoints (Params::t1_l2pf): when a block issues sweep k into a
+// stage it also prefetches sweep k + 1, so more bytes are in flight than
+// its two or three 32 KiB stages hold. Measured on an H100 (branch
+// t40-t1pf, a compile-time switch; experiments/2026-12-05_t40 and _t41):
+// H128 fp32 B = 256 −0.5 to −0.8 %, B = 64 +4.4 %, 16-bit states slower at
+// both, so from min_blocks_per_sm blocks per SM on (B = 256 at H128: 31;
+// B = 64: 7.8). override >= 0 (REPLAYSSM_M2_T1_L2PF) sets the distance for
+// every such step (measurements and tests).
+inline int replay1_sweep_prefetch(int64_t blocks, int T, bool dual, int state_size, int sms, int override_distance = -1,
+                                  int64_t min_blocks_per_sm = 16) {
+  if (T != 1 || dual || state_size != 4) return 0;
+  if (override_distance >= 0) return override_distance;
+  return blocks >= min_blocks_per_sm * std::max(sms, 1) ? 1 : 0;
+}
+
 // Prefill holds each row's running state in registers for the whole prompt:
 // one row per row group (U = 1), so a block owns exactly one pass of rows.
 inline Tile prefill_tile(int64_t rows, int64_t H, int64_t G, int64_t P, const RowGeometry& g) {

@@ -88,6 +88,10 @@ struct Params {
   // slot, cursor, token inputs and records prefetched into L2 (0: none;
   // heuristics.h replay1_prefetch_distance)
   int rec_pf = 0;
+  // replay1_kernel.cuh, T = 1 on an fp32 state: when a block issues sweep k
+  // into a stage it also prefetches sweep k + t1_l2pf into L2 (0: none;
+  // heuristics.h replay1_sweep_prefetch)
+  int t1_l2pf = 0;
 };
 
 // ---------------------------------------------------------------------------

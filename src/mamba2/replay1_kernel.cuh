@@ -296,6 +296,13 @@ mamba2_replay1_kernel(const Params p) {
       // (measured: faster on fp32, slower on 16-bit states; perf_notes_mamba2.md v42)
       if constexpr (MMA && SD == DType::f32)
         if (k + 1 >= NST && k + 1 < nsw) cuda_util::prefetch_l2(row_ptr(r0 + SW), uint32_t(min(SW, rows - r0 - SW)) * ROWB);
+      // T = 1 on an fp32 state: the sweep p.t1_l2pf ahead, unless it is one
+      // of the first NST (issued into their stages at once)
+      if constexpr (!MMA && SD == DType::f32) {
+        const int kp = k + p.t1_l2pf;
+        if (p.t1_l2pf > 0 && kp >= NST && kp < nsw)
+          cuda_util::prefetch_l2(row_ptr(kp * SW), uint32_t(min(SW, rows - kp * SW)) * ROWB);
+      }
     }
   };
   // the first NST sweeps, each into its own stage (thread 0: after the

@@ -425,6 +425,44 @@ TEST(Mamba2Gpu, ReplayPrefetchRule) {
   EXPECT_EQ(mamba2::replay1_prefetch_distance(256, 1, false, 4, 132, 0), 0);
 }
 
+// The T = 1 stream's sweep-ahead L2 prefetch rule (no GPU needed,
+// heuristics.h replay1_sweep_prefetch): one sweep ahead for T = 1 fp32
+// steps from 16 blocks per SM on (H128: 8 heads per block, 16 blocks per
+// row, so B = 256 but not B = 64 on 132 SMs); never for 16-bit states, dual
+// steps or T > 1, even with an override; an override sets the distance.
+TEST(Mamba2Gpu, ReplaySweepPrefetchRule) {
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, false, 4, 132), 1);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(132 * 16, 1, false, 4, 132), 1);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(132 * 16 - 1, 1, false, 4, 132), 0);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(64 * 16, 1, false, 4, 132), 0);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, false, 2, 132), 0);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 5, false, 4, 132), 0);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, true, 4, 132), 0);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(64 * 16, 1, false, 4, 132, 2), 2);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, false, 4, 132, 0), 0);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, false, 2, 132, 1), 0);
+}
+
+// The sweep-ahead prefetch forced (REPLAYSSM_M2_T1_L2PF = 1, 3; by default
+// it starts at 16 blocks per SM) on fp32 states at 3, 8 and 72 rows of
+// H128·P64·N128 (one to eight heads per block, so one to eight sweeps of
+// which two or three are in stages at once: the prefetched sweep inside
+// the block, at its end and past it), and 10 rows of the odd shape, against
+// the reference. A prefetch only hints the cache; this holds its addresses
+// to the block's own rows (memcheck) and the outputs to unchanged.
+TEST(Mamba2Gpu, ReplaySweepPrefetch) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const Shape s{128, 64, 128, 8};
+  const Dtypes d{DType::f32, DType::bf16, DType::f32};
+  for (const char* v : {"1", "3"}) {
+    ScopedEnv pf("REPLAYSSM_M2_T1_L2PF", v);
+    std::mt19937 rng(97);
+    for (int64_t B : {3, 8, 72}) replay_run(rng, s, d, 9, std::string("sweep pf ") + v + " " + std::to_string(B) + " rows", B);
+    replay_run(rng, Shape{4, 48, 128, 2}, d, 9, std::string("sweep pf ") + v + " {4, 48, 128, 2}", 10);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 // ReplayHeadsPerBlockRule's small-batch tiles on the GPU, H128·P64·N128:
 // two heads per block (ring gathered) at 4 rows, four (ring by bulk copies)
 // at 8, fp32 and bf16 states, L = 4 (a flush at steps 4 and 8), against the
