@@ -34,9 +34,9 @@ bool delta_eager(int64_t B, int64_t row_bytes) {
   namespace h = replayssm::delta::cuda_impl;
   return eager_step(B, row_bytes, h::EAGER_MAX_ROWS, h::EAGER_MAX_BYTES);
 }
-bool mamba2_eager(int64_t B, int64_t row_bytes) {
+bool mamba2_eager(int64_t B, int64_t row_bytes, int64_t elem_bytes = 4) {
   namespace h = replayssm::mamba2;
-  return eager_step(B, row_bytes, h::EAGER_MAX_ROWS, h::EAGER_MAX_BYTES);
+  return eager_step(B, row_bytes, h::EAGER_MAX_ROWS, h::eager_max_bytes(elem_bytes));
 }
 
 TEST(EagerRule, ModelShapes) {
@@ -50,11 +50,14 @@ TEST(EagerRule, ModelShapes) {
   // KDA 32 heads × 128: fp32 2 MiB, bf16 1 MiB: eager up to 3 rows
   for (int64_t B : {1, 2, 3}) EXPECT_TRUE(delta_eager(B, 1 * MiB)) << B;
   EXPECT_FALSE(delta_eager(4, 1 * MiB));
-  // Mamba-2 H128 P64 N128: fp32 4 MiB (1 row), bf16 2 MiB (2 rows)
+  // Mamba-2 H128 P64 N128: fp32 4 MiB (1 row), bf16 2 MiB (3 rows: 16-bit
+  // states up to 6 MiB)
   EXPECT_TRUE(mamba2_eager(1, 4 * MiB));
   EXPECT_FALSE(mamba2_eager(2, 4 * MiB));
-  EXPECT_TRUE(mamba2_eager(2, 2 * MiB));
-  EXPECT_FALSE(mamba2_eager(3, 2 * MiB));
+  for (int64_t B : {1, 2, 3}) EXPECT_TRUE(mamba2_eager(B, 2 * MiB, 2)) << B;
+  EXPECT_FALSE(mamba2_eager(4, 2 * MiB, 2));
+  EXPECT_FALSE(mamba2_eager(2, 4 * MiB, 2));  // H256 bf16: 8 MiB at two rows
+  EXPECT_FALSE(mamba2_eager(3, 2 * MiB, 4));  // the same bytes in fp32: 4 MiB at most
   EXPECT_FALSE(mamba2_eager(256, 1024));
 }
 

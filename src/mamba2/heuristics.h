@@ -363,9 +363,16 @@ RSSM_M2_HD int64_t packed_scale_smem(int64_t nh, int64_t np, int64_t srb) {
 // fp32) 7.2 µs against the replay kernel's 8.3 and the baseline's 6.9; above
 // 4 MiB of state the replay kernel is below the baseline (H128 fp32 B = 2
 // 10.1 against 11.7, H256 fp32 B = 1 9.8 against 11.6) and the eager step
-// is not (perf_notes_mamba2.md, "eager T = 1 steps at batch 1–2").
+// is not (perf_notes_mamba2.md, "eager T = 1 steps at batch 1–2"). 16-bit
+// states go to 6 MiB: H128 bf16 B = 3 (6 MiB) eager 8.7 µs against the
+// replay kernel's 10.2 and the baseline's 8.45 on an H100, where fp32 B = 2
+// (8 MiB) eager took 13.1 against 10.2 (experiments/2026-12-05_t41/README.md).
 inline constexpr int64_t EAGER_MAX_ROWS = 3;
 inline constexpr int64_t EAGER_MAX_BYTES = int64_t(4) << 20;
+inline constexpr int64_t EAGER_MAX_BYTES_16 = int64_t(6) << 20;
+inline constexpr int64_t eager_max_bytes(int64_t state_elem_bytes) {
+  return state_elem_bytes < 4 ? EAGER_MAX_BYTES_16 : EAGER_MAX_BYTES;
+}
 
 RSSM_M2_HD int64_t decode_smem_floats(int64_t T, int64_t ns, int64_t nh, int64_t np) {
   return 4 * T + 2 * ns * T + 2 * nh * T + nh + 2 * nh * T * np;
