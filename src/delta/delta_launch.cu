@@ -200,6 +200,21 @@ int sm_count() {
   return n;
 }
 
+// The current device's peak memory bandwidth, GB/s (memory clock × bus
+// width, double data rate); 0 when the driver does not say.
+double peak_gbps() {
+  static const double v = [] {
+    int dev = 0, khz = 0, bits = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0.0;
+    }
+    return 2.0 * double(khz) * 1e3 * double(bits) / 8.0 / 1e9;
+  }();
+  return v;
+}
+
 Launch launch_of(unsigned x, unsigned y, unsigned z, int threads, size_t smem, const Exec& e) {
   return Launch{{x, y, z}, threads, smem, reinterpret_cast<CUstream_st*>(e.stream)};
 }
@@ -557,7 +572,8 @@ bool bulk_records(const Tensor& t, int64_t bytes) {
 // 16-bit KDA 1 MiB, fp32 KDA 1.375 MiB, fp32 GDN never) or a dual step's
 // read copy from 12 items per SM (r1p_dual_by_default). The stream's stages
 // fill the shared memory its NB result buffers and flush area (none for a
-// dual step) leave (at most R1P_MAX_STAGES).
+// dual step) leave (at most R1P_MAX_STAGES; on devices of less bandwidth
+// than the H200 at most heuristics.h's r1p_stage_cap).
 // REPLAYSSM_R1P=0 never takes it; =1 whenever it fits, a captured step
 // without device scratch then being an Error naming `workspace` (tests at
 // small batches); =2 whenever it fits, such a step taking the blocks as by
@@ -603,7 +619,7 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   const R1PRes rl = r1p_res(kda, int(d.K), int(d.L), int(G), int(rb));
   const int nb = std::clamp(env_int("REPLAYSSM_R1P_NB", kda ? 8 : 6), 2, 16);
   const int64_t fixed = r1p_layout(rl, int(d.L), int(rb), int(dsz), swb, 0, nb, !dual).total * 4;
-  const int nst = int(std::min<int64_t>(env_int("REPLAYSSM_R1P_NST", R1P_MAX_STAGES),
+  const int nst = int(std::min<int64_t>(env_int("REPLAYSSM_R1P_NST", r1p_stage_cap(swb, peak_gbps(), R1P_MAX_STAGES)),
                                         std::min<int64_t>(R1P_MAX_STAGES, (227 * 1024 - fixed) / swb)));
   if (nst < 2) return p;
   p.use = true;
