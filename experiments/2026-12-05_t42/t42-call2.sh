@@ -18,9 +18,9 @@ BENCH_ARGS="--family mamba2 --preset nemotron3 --L 16 --target-ms 2 --modes repl
 --family mamba2 --preset nemotron3,nemotron3-nano --L 16 --target-ms 2 --modes baseline,replay --state bf16 --batch 3;\
 $G --modes replay --state bf16;$K --modes replay --state fp32,bf16;\
 $G --modes dual --state fp32 --read fp8,nvfp4;$K --modes dual --state fp32 --read fp8,nvfp4" \
-ONLY="main land" PACK=gpubin-x/t42.tar.xz REPS=2 OUT=$OUT/cmp timeout 200 \
+ONLY="main land" PACK=gpubin-x/t42.tar.xz REPS=2 OUT=$OUT/cmp timeout 170 \
   bash scripts/gpu_compare.sh > /dev/null 2>&1
 echo "cmp rc $?"
 tail -n 14 "$OUT/cmp/log.txt"
-DEADLINE_S=150 OUT=$OUT/py bash scripts/gpu_check.sh python > /dev/null 2>&1
+DEADLINE_S=110 OUT=$OUT/py bash scripts/gpu_check.sh python > /dev/null 2>&1
 grep -E "^python " "$OUT/py/log.txt" | tail -1
