@@ -305,10 +305,10 @@ inline bool r1p_dual_by_default(int64_t items, int sm_count) {
 // R1P_INFLIGHT_BYTES of sweeps in flight per SM (at least two stages). On an
 // H100 (3.35 TB/s), B = 256, L = 16, five runs with the per-warp stage
 // release of 9744c67 (experiments/2026-12-05_t41/README.md; t41-call4, µs,
-// the default against this rule's count): GDN HV64 bf16 (32 KiB sweeps, 4 →
-// 2 stages) 287.3 → 285.2, KDA bf16 (16 KiB, 8 → 4) 211.2 → 205.2, GDN / KDA
-// dual fp8 (16.5 KiB, 8 → 4) 310.4 → 304.3 / 245.8 → 242.8, KDA fp32 (32 KiB,
-// 5 → 2) 281.8 → 281.6; more stages than these were slower, not equal. 76
+// as many stages as fit against this rule's count): GDN HV64 bf16 (32 KiB
+// sweeps, 2 stages) 287.3 → 285.2, KDA bf16 (16 KiB, 4) 211.2 → 205.2, GDN /
+// KDA dual fp8 (16.5 KiB, 4) 310.4 → 304.3 / 245.8 → 242.8, KDA fp32 (32
+// KiB, 2) 281.8 → 281.6; more stages were slower on the 16-bit and fp8 rows. 76
 // KiB gives each of those rows its count and leaves nvfp4 copies (9 KiB
 // sweeps, not measured on the H100) their eight. A device that reports no
 // bandwidth (0) keeps the defaults.
