@@ -5,12 +5,13 @@
 # persistent T = 1 step and the dual steps it serves, at whatever stage cap
 # the device's bandwidth gives, and at two stages; Mamba-2 replay / eager /
 # arena), then call 2's comparison (land against main), then call 2's
-# Python package tests; T_TEST, T_CMP, T_PY: their limits in seconds.
+# Python package tests; T_TEST, T_CMP, T_PY: their limits in seconds;
+# FILTER: the tests (default below).
 #   run: bash experiments/2026-12-05_t42/t42-call3.sh
 set -u
 cd "$(dirname "$0")/../.."
 nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv,noheader
-GTEST_FILTER='DeltaGpu.Persistent*:DeltaGpuArena.PersistentStep:DualDeltaGpu.*:DeltaGpu.ProductionTiles:Mamba2Gpu.Replay*:Mamba2Gpu.Eager*:Mamba2GpuArena.*' \
+GTEST_FILTER=${FILTER:-'DeltaGpu.Persistent*:DeltaGpuArena.PersistentStep:DualDeltaGpu.*:DeltaGpu.ProductionTiles:Mamba2Gpu.Replay*:Mamba2Gpu.Eager*:Mamba2GpuArena.*'} \
   PACK=gpubin-x/t42.tar.xz PACK_LABEL=land SKIP_CPU_TESTS=1 TEST_SHARDS=16 DEADLINE_S=${T_TEST:-170} OUT=$OUT/tests \
   bash scripts/gpu_check.sh test > /dev/null 2>&1
 grep -E "^test " "$OUT/tests/log.txt" | tail -1
