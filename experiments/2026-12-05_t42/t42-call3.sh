@@ -1,11 +1,14 @@
 #!/bin/bash
-# t42, device call 3 (at most ~420 s; carry gpubin-x/t42.tar.xz): calls 1 and
-# 2 cut to what the session's remaining device time allows, after failed
-# machine starts: the landing build's GPU tests of the changed paths (the
-# persistent T = 1 step and the dual steps it serves, at whatever stage cap
-# the device's bandwidth gives, and at two stages; Mamba-2 replay / eager /
-# arena), then call 2's comparison (land against main), then call 2's
-# Python package tests; T_TEST, T_CMP, T_PY: their limits in seconds;
+# t42, device call 3 (at most ~420 s; carry gpubin-x/t42.tar.xz: `main`,
+# 9744c67's CLI, and `land`, branch t42-r1p-cap: main's Mamba-2 T = 1
+# prefetch and 16-bit eager rule plus the persistent step's stage cap):
+# land's GPU tests of the changed paths (the persistent T = 1 step and the
+# dual steps it serves, at the stage cap the device's bandwidth gives and
+# at two stages; Mamba-2 replay / eager / arena), then land against main,
+# alternating, two rounds, L = 16 (Mamba-2 H128 fp32 replay B = 64 / 256 /
+# 512; H128 / H96 bf16 B = 3 baseline and replay; the persistent step's
+# rows at B = 256), then the Python package built on the GPU machine with
+# tests/python and torch. T_TEST, T_CMP, T_PY: their limits in seconds;
 # FILTER: the tests (default below).
 #   run: bash experiments/2026-12-05_t42/t42-call3.sh
 set -u
