@@ -35,8 +35,7 @@ bool delta_eager(int64_t B, int64_t row_bytes) {
   return eager_step(B, row_bytes, h::EAGER_MAX_ROWS, h::EAGER_MAX_BYTES);
 }
 bool mamba2_eager(int64_t B, int64_t row_bytes, int64_t elem_bytes = 4) {
-  namespace h = replayssm::mamba2;
-  return eager_step(B, row_bytes, h::EAGER_MAX_ROWS, h::eager_max_bytes(elem_bytes));
+  return replayssm::mamba2::eager_by_rule(B, row_bytes / elem_bytes, elem_bytes);
 }
 
 TEST(EagerRule, ModelShapes) {

@@ -410,8 +410,7 @@ class Mamba2Case final : public Case {
     return m;
   }
   bool eager_step() const override {
-    return replayssm::eager_step(B, s_.H * s_.P * s_.N * int64_t(dtype_size(state_dtype)), mamba2::EAGER_MAX_ROWS,
-                                 mamba2::eager_max_bytes(dtype_size(state_dtype)));
+    return mamba2::eager_by_rule(B, s_.H * s_.P * s_.N, int64_t(dtype_size(state_dtype)));
   }
   int64_t replay_mem_bytes_per_row() const override {
     return mamba2_replay_bytes_per_row({s_.H, s_.P, s_.N, s_.G}, state_dtype, act, L, T);

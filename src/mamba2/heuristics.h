@@ -70,6 +70,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/eager.h"
 #include "replayssm/types.h"
 
 #if defined(__CUDACC__)
@@ -372,6 +373,12 @@ inline constexpr int64_t EAGER_MAX_BYTES = int64_t(4) << 20;
 inline constexpr int64_t EAGER_MAX_BYTES_16 = int64_t(6) << 20;
 inline constexpr int64_t eager_max_bytes(int64_t state_elem_bytes) {
   return state_elem_bytes < 4 ? EAGER_MAX_BYTES_16 : EAGER_MAX_BYTES;
+}
+// Whether a T = 1 replay step of B rows of row_elems state elements of
+// elem_bytes each is eager by these limits (launch.cu replay_step, the
+// bench's row labels).
+inline bool eager_by_rule(int64_t B, int64_t row_elems, int64_t elem_bytes) {
+  return eager_step(B, row_elems * elem_bytes, EAGER_MAX_ROWS, eager_max_bytes(elem_bytes));
 }
 
 RSSM_M2_HD int64_t decode_smem_floats(int64_t T, int64_t ns, int64_t nh, int64_t np) {

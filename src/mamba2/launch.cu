@@ -523,8 +523,7 @@ void replay_step(const Mamba2Step& step, const Mamba2Pool& pool, const Tensor& n
   // Small batches: eager (decode_kernel.cuh, EAGER; records in the
   // activation dtype, as the fold reads them)
   if (p.T == 1 && commit_all && pool.ring_x.dtype == step.x.dtype && pool.ring_B.dtype == step.x.dtype &&
-      eager_step(d.B, d.H * d.P * d.N * int64_t(dtype_size(pool.state.dtype)), EAGER_MAX_ROWS,
-                 eager_max_bytes(dtype_size(pool.state.dtype)))) {
+      eager_by_rule(d.B, d.H * d.P * d.N, int64_t(dtype_size(pool.state.dtype)))) {
     p.eager = true;
     p.ctr = cuda_util::row_counters(fn, d.B, exec.stream);
     launch_decode_kernel(fn, p, pool.state.dtype, step.x.dtype, exec);
