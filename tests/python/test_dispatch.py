@@ -17,9 +17,9 @@ from replayssm._schemas import SCHEMAS, arg_names
 
 
 def _required(schema):
-    return [n for a, n in zip([s for s in schema.split(",") if s.strip() != "*"],
-                              arg_names(schema))
-            if "=" not in a and "?" not in a.split()[0]]
+    """Names of the schema's arguments with no default that are not optional."""
+    return [arg_names(a)[0] for a in schema.split(",")
+            if a.strip() != "*" and "=" not in a and "?" not in a.split()[0]]
 
 
 class _FakeOps:
