@@ -62,14 +62,15 @@ SpecChoice spec_choice(const Dims& d, DType state, int sms, const QuantLayout* c
 // The persistent T = 1 kernel's choice for contiguous rings of these record
 // dtypes (delta_launch.cu, replay1p_plan; REPLAYSSM_R1P applies): taken,
 // stages, grid, shared memory bytes; copy: the step on a dual pool's read copy
-// of that layout. For tests.
+// of that layout; gbps: the device's peak memory bandwidth (heuristics.h
+// r1p_stage_cap; 0: the defaults, as on the H200). For tests.
 struct Replay1PChoice {
   bool use = false;
   int nst = 0, threads = 0;  // stages; threads per block (consumer warps + 2)
   int64_t grid = 0, smem = 0;
 };
 Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms,
-                               const QuantLayout* copy = nullptr);
+                               const QuantLayout* copy = nullptr, double gbps = 0.0);
 // Device workspace of `op` (Exec::workspace): the persistent T = 1 replay
 // step's scratch (delta_launch.cu, replay1p_plan) when it would be taken for
 // a contiguous pool with records of the state's dtype or fp32, or for a

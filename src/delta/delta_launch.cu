@@ -200,6 +200,21 @@ int sm_count() {
   return n;
 }
 
+// The current device's peak memory bandwidth, GB/s (memory clock × bus
+// width, double data rate); 0 when the driver does not say.
+double peak_gbps() {
+  static const double v = [] {
+    int dev = 0, khz = 0, bits = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0.0;
+    }
+    return 2.0 * double(khz) * 1e3 * double(bits) / 8.0 / 1e9;
+  }();
+  return v;
+}
+
 Launch launch_of(unsigned x, unsigned y, unsigned z, int threads, size_t smem, const Exec& e) {
   return Launch{{x, y, z}, threads, smem, reinterpret_cast<CUstream_st*>(e.stream)};
 }
@@ -557,7 +572,8 @@ bool bulk_records(const Tensor& t, int64_t bytes) {
 // 16-bit KDA 1 MiB, fp32 KDA 1.375 MiB, fp32 GDN never) or a dual step's
 // read copy from 12 items per SM (r1p_dual_by_default). The stream's stages
 // fill the shared memory its NB result buffers and flush area (none for a
-// dual step) leave (at most R1P_MAX_STAGES).
+// dual step) leave (at most R1P_MAX_STAGES; on devices of less bandwidth
+// than the H200 at most heuristics.h's r1p_stage_cap).
 // REPLAYSSM_R1P=0 never takes it; =1 whenever it fits, a captured step
 // without device scratch then being an Error naming `workspace` (tests at
 // small batches); =2 whenever it fits, such a step taking the blocks as by
@@ -579,7 +595,7 @@ struct Replay1PPlan {
 // / f16 copy as a 16-bit state): the preparation waits for the dual fold on a
 // flushing row's item only.
 Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd, int qf, const QuantGeom& qg,
-                           bool dual, const Dims& d, int sms) {
+                           bool dual, const Dims& d, int sms, double gbps) {
   Replay1PPlan p;
   const int mode = env_int("REPLAYSSM_R1P", -1);
   const bool kda = is_kda(d);
@@ -603,7 +619,7 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   const R1PRes rl = r1p_res(kda, int(d.K), int(d.L), int(G), int(rb));
   const int nb = std::clamp(env_int("REPLAYSSM_R1P_NB", kda ? 8 : 6), 2, 16);
   const int64_t fixed = r1p_layout(rl, int(d.L), int(rb), int(dsz), swb, 0, nb, !dual).total * 4;
-  const int nst = int(std::min<int64_t>(env_int("REPLAYSSM_R1P_NST", R1P_MAX_STAGES),
+  const int nst = int(std::min<int64_t>(env_int("REPLAYSSM_R1P_NST", r1p_stage_cap(swb, gbps, R1P_MAX_STAGES)),
                                         std::min<int64_t>(R1P_MAX_STAGES, (227 * 1024 - fixed) / swb)));
   if (nst < 2) return p;
   p.use = true;
@@ -819,7 +835,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     a.d_vec = vec4(pool.ring_d, d.V);
     a.k_vec = vec4(pool.ring_k, d.K);
     a.g_vec = kda && vec4(pool.ring_g, d.K);
-    const Replay1PPlan pp = replay1p_plan(a.st, pool, sd, qf, a.qg, dual != nullptr, d, sm_count());
+    const Replay1PPlan pp = replay1p_plan(a.st, pool, sd, qf, a.qg, dual != nullptr, d, sm_count(), peak_gbps());
     // preparation, then the stream as its programmatic dependent (the plan
     // fits 227 KiB); without scratch under capture, the blocks below
     if (pp.use && (a.scr = replay1p_scratch(fn, pp.bytes, exec, pp.need_scratch)) != nullptr) {
@@ -1016,7 +1032,7 @@ namespace {
 // depend on shapes alone; copy: a dual pool's read copy of that layout, laid
 // out as run_replay does (the step on the copy).
 Replay1PPlan contiguous_replay1p_plan(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms,
-                                      const QuantLayout* copy = nullptr) {
+                                      double gbps, const QuantLayout* copy = nullptr) {
   void* const at = reinterpret_cast<void*>(uintptr_t(256));
   const ContiguousRead r = contiguous_read(d, state, copy, at);
   const int64_t S = std::max<int64_t>(d.S, 1), R = std::max<int64_t>(d.R, d.L + 1);
@@ -1025,7 +1041,7 @@ Replay1PPlan contiguous_replay1p_plan(const Dims& d, DType state, DType d_dtype,
   pool.ring_k = Tensor::view(at, k_dtype, {S, R, d.H, d.K}, Device::cuda);
   pool.ring_g = is_kda(d) ? Tensor::view(at, DType::f32, {S, R, d.HV, d.K}, Device::cuda)
                           : Tensor::view(at, DType::f32, {S, R, d.HV}, Device::cuda);
-  return replay1p_plan(r.st, pool, r.sd, r.qf, r.qg, copy != nullptr, d, sms);
+  return replay1p_plan(r.st, pool, r.sd, r.qf, r.qg, copy != nullptr, d, sms, gbps);
 }
 }  // namespace
 
@@ -1034,21 +1050,21 @@ size_t workspace_bytes(SsmOp op, const Dims& d) {
   size_t m = 0;
   for (DType sd : {DType::f32, DType::bf16, DType::f16})  // records of the state's dtype or fp32
     for (DType rd : {sd, DType::f32}) {
-      const Replay1PPlan p = contiguous_replay1p_plan(d, sd, rd, DType::f32, sm_count());
+      const Replay1PPlan p = contiguous_replay1p_plan(d, sd, rd, DType::f32, sm_count(), peak_gbps());
       if (p.use) m = std::max(m, p.bytes);
     }
   if (d.K == R1B_K)  // a dual pool's step on its read copy (the same scratch)
     for (ReadFormat f : {ReadFormat::bf16, ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
       const QuantLayout lay = quant_layout(f, d.V, d.K);
-      const Replay1PPlan p = contiguous_replay1p_plan(d, DType::f32, DType::f32, DType::f32, sm_count(), &lay);
+      const Replay1PPlan p = contiguous_replay1p_plan(d, DType::f32, DType::f32, DType::f32, sm_count(), peak_gbps(), &lay);
       if (p.use) m = std::max(m, p.bytes);
     }
   return m;
 }
 
 Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms,
-                               const QuantLayout* copy) {
-  const Replay1PPlan p = contiguous_replay1p_plan(d, state, d_dtype, k_dtype, sms, copy);
+                               const QuantLayout* copy, double gbps) {
+  const Replay1PPlan p = contiguous_replay1p_plan(d, state, d_dtype, k_dtype, sms, gbps, copy);
   return Replay1PChoice{p.use, p.nst, p.threads, int64_t(p.grid), int64_t(p.smem)};
 }
 

@@ -299,6 +299,26 @@ inline bool r1p_dual_by_default(int64_t items, int sm_count) {
   return items >= R1P_DUAL_MIN_ITEMS_PER_SM * std::max(sm_count, 1);
 }
 
+// The persistent stream's stages: as many as fit (at most max_stages) where
+// the device's peak memory bandwidth is at least R1P_FULL_STAGES_GBPS (the
+// H200's 4.8 TB/s, where the defaults were measured), else at most
+// R1P_INFLIGHT_BYTES of sweeps in flight per SM (at least two stages). On an
+// H100 (3.35 TB/s), B = 256, L = 16, five runs with the per-warp stage
+// release of 9744c67 (experiments/2026-12-05_t41/README.md; t41-call4, µs,
+// as many stages as fit against this rule's count): GDN HV64 bf16 (32 KiB
+// sweeps, 2 stages) 287.3 → 285.2, KDA bf16 (16 KiB, 4) 211.2 → 205.2, GDN /
+// KDA dual fp8 (16.5 KiB, 4) 310.4 → 304.3 / 245.8 → 242.8, KDA fp32 (32
+// KiB, 2) 281.8 → 281.6; more stages were slower on the 16-bit and fp8 rows. 76
+// KiB gives each of those rows its count and leaves nvfp4 copies (9 KiB
+// sweeps, not measured on the H100) their eight. A device that reports no
+// bandwidth (0) keeps the defaults.
+inline constexpr double R1P_FULL_STAGES_GBPS = 4000.0;
+inline constexpr int64_t R1P_INFLIGHT_BYTES = int64_t(76) << 10;
+inline int r1p_stage_cap(int64_t sweep_bytes, double peak_gbps, int max_stages) {
+  if (!(peak_gbps > 0.0) || peak_gbps >= R1P_FULL_STAGES_GBPS) return max_stages;
+  return int(std::clamp<int64_t>(R1P_INFLIGHT_BYTES / std::max<int64_t>(sweep_bytes, 1), 2, max_stages));
+}
+
 // Value heads per block of the dual fold (dual_fold*.cuh): few blocks for
 // the rows that do not flush (they only read a cursor), yet many resident
 // blocks per SM when every row flushes (the fold is a dependent chain per

@@ -596,12 +596,17 @@ TEST(DeltaGpu, PersistentStep) {
     replay_run(c, 3, 6, 4, 1, 10, seed++, true);
     if (::testing::Test::HasFailure()) return;
   }
-  // production shapes (fp32 KDA streams with 16 consumer warps, the rest with 8)
-  for (const Cfg& c : {Cfg{DeltaFamily::gdn, {16, 64, 128, 128}}, Cfg{DeltaFamily::gdn, {16, 64, 128, 128}, H},
-                       Cfg{DeltaFamily::kda, {32, 32, 128, 128}}, Cfg{DeltaFamily::kda, {32, 32, 128, 128}, H}}) {
-    SCOPED_TRACE(name(c) + " 5 rows");
-    replay_run(c, 5, 7, 4, 1, 6, seed++, false);
-    if (::testing::Test::HasFailure()) return;
+  // production shapes (fp32 KDA streams with 16 consumer warps, the rest
+  // with 8), with the stages the device's bandwidth gives and with two (the
+  // least r1p_stage_cap keeps: an H100's count for 32 KiB sweeps)
+  for (const char* nst : {"", "2"}) {
+    ScopedEnv stages("REPLAYSSM_R1P_NST", nst);
+    for (const Cfg& c : {Cfg{DeltaFamily::gdn, {16, 64, 128, 128}}, Cfg{DeltaFamily::gdn, {16, 64, 128, 128}, H},
+                         Cfg{DeltaFamily::kda, {32, 32, 128, 128}}, Cfg{DeltaFamily::kda, {32, 32, 128, 128}, H}}) {
+      SCOPED_TRACE(name(c) + " 5 rows, REPLAYSSM_R1P_NST=" + nst);
+      replay_run(c, 5, 7, 4, 1, 6, seed++, false);
+      if (::testing::Test::HasFailure()) return;
+    }
   }
 }
 
@@ -674,6 +679,30 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
     EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 1, 16), F, F, H, sms, &lay).grid, 32);
   }
   EXPECT_LE(k.smem, 227 * 1024);
+  // below the H200's bandwidth at most 76 KiB of stages (heuristics.h
+  // r1p_stage_cap): on an H100 (3,352 GB/s) 32 KiB sweeps keep two stages,
+  // 16 KiB sweeps and fp8 copies four, nvfp4 copies their eight
+  {
+    constexpr double H100 = 3352.0, H200 = 4915.0;
+    auto nst = [&](DeltaFamily f, int64_t H_, int64_t HV, DType st, double gbps, const QuantLayout* lay = nullptr) {
+      return delta::cuda::replay1p_choice(t1_dims(f, H_, HV, 256, 16), st, st, H, sms, lay, gbps).nst;
+    };
+    EXPECT_EQ(nst(DeltaFamily::gdn, 16, 64, H, H100), 2);
+    EXPECT_EQ(nst(DeltaFamily::gdn, 16, 64, F, H100), 2);
+    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, F, H100), 2);
+    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, H, H100), 4);
+    EXPECT_EQ(nst(DeltaFamily::gdn, 16, 64, H, H200), 5);
+    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, F, H200), 5);
+    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, H, H200), nst(DeltaFamily::kda, 32, 32, H, 0.0));
+    const QuantLayout fp8 = quant_layout(ReadFormat::fp8_e4m3, 128, 128);
+    const QuantLayout fp4 = quant_layout(ReadFormat::nvfp4, 128, 128);
+    for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda}) {
+      const int64_t Hh = f == DeltaFamily::gdn ? 16 : 32, HV = f == DeltaFamily::gdn ? 64 : 32;
+      EXPECT_EQ(nst(f, Hh, HV, F, H100, &fp8), 4);
+      EXPECT_EQ(nst(f, Hh, HV, F, H100, &fp4), nst(f, Hh, HV, F, H200, &fp4));
+      EXPECT_GT(nst(f, Hh, HV, F, H200, &fp8), 4);
+    }
+  }
   EXPECT_TRUE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 32), F, F, H, sms).use);
   EXPECT_TRUE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 32), F, F, H, sms).use);
   EXPECT_FALSE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 64), F, F, H, sms).use);
