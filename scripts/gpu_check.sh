@@ -36,6 +36,8 @@
 #   VERIFY_ARGS        arguments of `replayssm verify` (default "--backend cuda --quick")
 #   PROFILE_KERNEL     profile: kernel name regex (default replay1)
 #   PROFILE_ARGS       profile: the bench run profiled (default: Mamba-2 replay, B = 256, L = 16, fp32)
+#   PROFILE_SKIP       profile: launches of the kernel skipped first (default 20)
+#   PROFILE_NCU_ARGS   profile: more ncu arguments (e.g. "--cache-control none": warm caches)
 #   REPLAYSSM_COMMIT   commit recorded in benchmark rows (default: git, else unknown)
 set -u -o pipefail
 # shellcheck disable=SC2317  # stage functions are invoked indirectly
@@ -323,8 +325,10 @@ stage_profile() {
   command -v ncu > /dev/null || { log "profile: ncu not found"; return 1; }
   [[ -x $CLI ]] || { log "profile: no $CLI"; return 1; }
   # shellcheck disable=SC2086  # word-split args
+  # shellcheck disable=SC2086  # word-split PROFILE_NCU_ARGS
   logged timeout "$(fit 240)" ncu --clock-control none --set full --import-source yes -k "regex:$kern" \
-    --launch-skip 20 --launch-count 1 -f -o "$OUT/profile" "$CLI" bench --backend cuda $args || return 1
+    --launch-skip "${PROFILE_SKIP:-20}" --launch-count 1 ${PROFILE_NCU_ARGS:-} -f -o "$OUT/profile" \
+    "$CLI" bench --backend cuda $args || return 1
   ncu -i "$OUT/profile.ncu-rep" --page details > "$OUT/profile.txt" 2>&1
   ncu -i "$OUT/profile.ncu-rep" --page source --csv --print-source sass --print-kernel-base mangled \
     > "$OUT/sass.csv" 2>&1
