@@ -619,7 +619,7 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   const R1PRes rl = r1p_res(kda, int(d.K), int(d.L), int(G), int(rb));
   const int nb = std::clamp(env_int("REPLAYSSM_R1P_NB", kda ? 8 : 6), 2, 16);
   const int64_t fixed = r1p_layout(rl, int(d.L), int(rb), int(dsz), swb, 0, nb, !dual).total * 4;
-  const int nst = int(std::min<int64_t>(env_int("REPLAYSSM_R1P_NST", r1p_stage_cap(swb, gbps, R1P_MAX_STAGES)),
+  const int nst = int(std::min<int64_t>(env_int("REPLAYSSM_R1P_NST", r1p_stage_cap(swb, !packed && ss == 4, gbps, R1P_MAX_STAGES)),
                                         std::min<int64_t>(R1P_MAX_STAGES, (227 * 1024 - fixed) / swb)));
   if (nst < 2) return p;
   p.use = true;

@@ -301,21 +301,23 @@ inline bool r1p_dual_by_default(int64_t items, int sm_count) {
 
 // The persistent stream's stages: as many as fit (at most max_stages) where
 // the device's peak memory bandwidth is at least R1P_FULL_STAGES_GBPS (the
-// H200's 4.8 TB/s, where the defaults were measured), else at most
-// R1P_INFLIGHT_BYTES of sweeps in flight per SM (at least two stages). On an
-// H100 (3.35 TB/s), B = 256, L = 16, five runs with the per-warp stage
-// release of 9744c67 (experiments/2026-12-05_t41/README.md; t41-call4, µs,
-// as many stages as fit against this rule's count): GDN HV64 bf16 (32 KiB
-// sweeps, 2 stages) 287.3 → 285.2, KDA bf16 (16 KiB, 4) 211.2 → 205.2, GDN /
-// KDA dual fp8 (16.5 KiB, 4) 310.4 → 304.3 / 245.8 → 242.8, KDA fp32 (32
-// KiB, 2) 281.8 → 281.6; more stages were slower on the 16-bit and fp8 rows. 76
-// KiB gives each of those rows its count and leaves nvfp4 copies (9 KiB
-// sweeps, not measured on the H100) their eight. A device that reports no
-// bandwidth (0) keeps the defaults.
+// H200's 4.8 TB/s, where the defaults were measured) and for sweeps of an
+// fp32 state, else at most R1P_INFLIGHT_BYTES of sweeps in flight per SM (at
+// least two stages). On an H100 (3.35 TB/s), B = 256, L = 16, with the
+// per-warp stage release of 9744c67 (experiments/2026-12-05_t41/README.md,
+// t41-call4, µs, as many stages as fit against this rule's count): GDN HV64
+// bf16 (32 KiB sweeps, 2 stages) 287.3 → 285.2, KDA bf16 (16 KiB, 4) 211.2
+// → 205.2, GDN / KDA dual fp8 (16.5 KiB, 4) 310.4 → 304.3 / 245.8 → 242.8;
+// more stages were slower on those rows. Not fp32 KDA (32 KiB sweeps of 16
+// consumer warps): two stages 281.8 → 281.6 there, but 281.4 → 284.3 in
+// t43-call1 (experiments/2026-12-05_t43/README.md), so fp32 states keep
+// their five. 76 KiB gives each of the others its count and leaves nvfp4
+// copies (9 KiB sweeps; t43-call1: even) their eight. A device that reports
+// no bandwidth (0) keeps the defaults.
 inline constexpr double R1P_FULL_STAGES_GBPS = 4000.0;
 inline constexpr int64_t R1P_INFLIGHT_BYTES = int64_t(76) << 10;
-inline int r1p_stage_cap(int64_t sweep_bytes, double peak_gbps, int max_stages) {
-  if (!(peak_gbps > 0.0) || peak_gbps >= R1P_FULL_STAGES_GBPS) return max_stages;
+inline int r1p_stage_cap(int64_t sweep_bytes, bool fp32_state, double peak_gbps, int max_stages) {
+  if (fp32_state || !(peak_gbps > 0.0) || peak_gbps >= R1P_FULL_STAGES_GBPS) return max_stages;
   return int(std::clamp<int64_t>(R1P_INFLIGHT_BYTES / std::max<int64_t>(sweep_bytes, 1), 2, max_stages));
 }
 

@@ -680,16 +680,17 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
   }
   EXPECT_LE(k.smem, 227 * 1024);
   // below the H200's bandwidth at most 76 KiB of stages (heuristics.h
-  // r1p_stage_cap): on an H100 (3,352 GB/s) 32 KiB sweeps keep two stages,
-  // 16 KiB sweeps and fp8 copies four, nvfp4 copies their eight
+  // r1p_stage_cap): on an H100 (3,352 GB/s) 32 KiB sweeps of a bf16 state keep
+  // two stages, 16 KiB sweeps and fp8 copies four, nvfp4 copies their eight,
+  // fp32 states as many as fit
   {
     constexpr double H100 = 3352.0, H200 = 4915.0;
     auto nst = [&](DeltaFamily f, int64_t H_, int64_t HV, DType st, double gbps, const QuantLayout* lay = nullptr) {
       return delta::cuda::replay1p_choice(t1_dims(f, H_, HV, 256, 16), st, st, H, sms, lay, gbps).nst;
     };
     EXPECT_EQ(nst(DeltaFamily::gdn, 16, 64, H, H100), 2);
-    EXPECT_EQ(nst(DeltaFamily::gdn, 16, 64, F, H100), 2);
-    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, F, H100), 2);
+    EXPECT_EQ(nst(DeltaFamily::gdn, 16, 64, F, H100), nst(DeltaFamily::gdn, 16, 64, F, H200));
+    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, F, H100), 5);
     EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, H, H100), 4);
     EXPECT_EQ(nst(DeltaFamily::gdn, 16, 64, H, H200), 5);
     EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, F, H200), 5);
