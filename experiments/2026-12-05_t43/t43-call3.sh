@@ -4,7 +4,8 @@
 # states and packed copies): ncu of the Mamba-2 baseline decode at batch 1
 # (call 2 skipped past the baseline's launches: 100 here; H128 bf16 and
 # fp32, warm caches), then land's whole GPU suite (16 shards) and
-# gpu_check.sh's sanitizer subset (DeltaGpu.PersistentStep among it).
+# gpu_check.sh's sanitizer subset (its 14 tests; DeltaGpu.PersistentStep is
+# not among them: call 4 runs memcheck on it).
 #   run: bash experiments/2026-12-05_t43/t43-call3.sh
 set -u
 cd "$(dirname "$0")/../.."
