@@ -132,15 +132,18 @@ mamba2_decode_kernel(const Params p) {
   }
   st_t* base_state = static_cast<st_t*>(p.state);
   st_t* S = base_state + src * p.st_s;
-  // Eager: every thread loads the row's cursor into registers ahead of the
-  // state's passes (in flight with them and the token's loads; no copy group
-  // to wait for) and plans after the token's loads below. The fold's
-  // arrays lie after zs and 4 ints (heuristics.h eager_cursor_off).
+  // Eager: the row's cursor is the first async copy (group 0, committed by
+  // every thread so the wait counts stay uniform), ahead of the state's
+  // passes, so a cold cursor does not queue behind them; planned after the
+  // token's barrier below. Its 4 ints lie after zs, the fold's arrays after
+  // them (heuristics.h eager_cursor_off).
   const int64_t eager_off = eager_cursor_off(T, ns, p.nh, p.np);
-  RingCursor cur{};
+  int32_t* CUR = reinterpret_cast<int32_t*>(sm + eager_off);
   int64_t acc = 0;
   if (EAGER) {
-    cur = load_cursor(p, src);
+    if (threadIdx.x == 0)
+      for (int i = 0; i < 3; ++i) cp_async4(CUR + i, p.cursor + src * p.cur_s + i);
+    cp_async_commit();
     if (p.acc) acc = cuda_util::load_index(p.acc, p.acc_dtype, b * p.acc_s);
   }
   for (int q = 0; q < nstages - 1; ++q) issue_pass<SD, VPL>(p, bp, l, S, q, npass, stages, nstages, pol);
@@ -193,13 +196,16 @@ mamba2_decode_kernel(const Params p) {
                   pp = tp - t * np;
         (isz ? zs : xs)[(hl * T + t) * p.np + pp] = v;
       });
-  // Eager: the plan (errors as the replay kernels report them; the block's
-  // threads read one cursor, so all return or none), before the barrier, so
-  // every thread's cursor has landed before its block counts itself below;
-  // the records to fold are the committed ones, the flush's when the ring is
-  // full.
+  if (EAGER) cp_async_wait(nstages - 1);  // the cursor's group (thread 0's copies)
+  __syncthreads();
+  // Eager: the plan (errors as the replay kernels report them); the records
+  // to fold are the committed ones, the flush's when the ring is full. Rows
+  // whose cursor changes: the row's last block resets it (every block read
+  // it before counting itself; the row's blocks are block_pos's pchunks ×
+  // hchunks × G of a 1-D grid).
   EagerFold ef;
   if (EAGER) {
+    const RingCursor cur{CUR[0], CUR[1], CUR[2]};
     StepPlan plan{};
     if (plan_from_cursor(p, cur, acc, &plan, &bits) != ROW_OK) {
       cp_async_wait(0);  // no copy outlives the block
@@ -209,14 +215,10 @@ mamba2_decode_kernel(const Params p) {
     }
     ef.n = plan.flush ? plan.fold_count : plan.hist_count;
     ef.start = plan.flush ? plan.fold_start : plan.hist_start;
+    if (p.ctr && ef.n > 0 && threadIdx.x == 0 &&
+        cuda_util::last_row_arrival(p.ctr + b, unsigned(p.pchunks * p.hchunks * p.G)))
+      store_cursor(p, src, RingCursor{ring_pos(ef.start, ef.n, p.R), 0, 0});
   }
-  __syncthreads();
-  // Eager rows whose cursor changes: the row's last block resets it (every
-  // block read it before counting itself; the row's blocks are block_pos's
-  // pchunks × hchunks × G of a 1-D grid).
-  if (EAGER && p.ctr && ef.n > 0 && threadIdx.x == 0 &&
-      cuda_util::last_row_arrival(p.ctr + b, unsigned(p.pchunks * p.hchunks * p.G)))
-    store_cursor(p, src, RingCursor{ring_pos(ef.start, ef.n, p.R), 0, 0});
   if (EAGER && ef.n > 0) {  // fold arrays after the cursor (heuristics.h eager_cursor_off)
     float* fB = sm + eager_off + 4;
     float* fw = fB + int64_t(p.L) * ns;
