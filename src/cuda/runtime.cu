@@ -125,6 +125,66 @@ unsigned* row_counters(const char* fn, long long rows, void* stream) {
   return b.p;
 }
 
+int current_device(const char* fn) {
+  int dev = 0;
+  check(cudaGetDevice(&dev), fn, "cudaGetDevice");
+  return dev;
+}
+
+namespace {
+struct DeviceAttrs {
+  std::once_flag once;
+  int sms = 0;
+  double gbps = 0.0;
+};
+constexpr int ATTR_DEVICES = 64;
+DeviceAttrs device_attrs[ATTR_DEVICES];
+
+// The current device's attributes, queried on its first use; null when the
+// runtime cannot name the device (or it lies beyond the table).
+const DeviceAttrs* current_attrs() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  if (dev < 0 || dev >= ATTR_DEVICES) return nullptr;
+  DeviceAttrs& a = device_attrs[dev];
+  std::call_once(a.once, [&] {
+    int sms = 0, khz = 0, bits = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) a.sms = sms;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess)
+      a.gbps = 2.0 * double(khz) * 1e3 * double(bits) / 8.0 / 1e9;
+    (void)cudaGetLastError();  // an attribute the driver does not report is not sticky
+  });
+  return &a;
+}
+}  // namespace
+
+int device_sm_count(int fallback) {
+  const DeviceAttrs* a = current_attrs();
+  return a && a->sms > 0 ? a->sms : fallback;
+}
+
+double device_peak_gbps() {
+  const DeviceAttrs* a = current_attrs();
+  return a ? a->gbps : 0.0;
+}
+
+void SmemLimit::ensure(const void* kernel, std::size_t smem, const char* fn) {
+  if (smem <= 48 * 1024) return;
+  const int dev = current_device(fn);
+  std::atomic<std::size_t>* r = dev >= 0 && dev < MAX_DEVICES ? &raised_[dev] : nullptr;
+  if (r && smem <= r->load(std::memory_order_acquire)) return;
+  // under the lock, so a smaller raise cannot land after a larger one
+  std::lock_guard<std::mutex> lock(mu_);
+  if (r && smem <= r->load(std::memory_order_relaxed)) return;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), fn,
+        "shared memory size");
+  if (r) r->store(smem, std::memory_order_release);
+}
+
 void require_supported_device(const char* fn) {
   int dev = 0;
   check(cudaGetDevice(&dev), fn, "device");

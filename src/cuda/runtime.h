@@ -2,6 +2,9 @@
 // Includable from plain C++ translation units (tests, host launchers); device
 // vocabulary lives in common.cuh, which includes this header.
 #pragma once
+#include <atomic>
+#include <cstddef>
+#include <mutex>
 
 namespace replayssm::cuda_util {
 
@@ -25,5 +28,32 @@ int env_int(const char* name, int dflt);
 // A graph keeps the buffer of its capture stream: two launches that use one
 // buffer must not run concurrently.
 unsigned* row_counters(const char* fn, long long rows, void* stream);
+
+// The current device (cudaGetDevice); throws replayssm::Error naming fn when
+// the runtime cannot say.
+int current_device(const char* fn);
+
+// Multiprocessors and peak memory bandwidth (GB/s: memory clock × bus width,
+// double data rate) of the current device, queried once per device (a
+// process may drive several GPUs): `fallback` / 0 when the driver does not
+// say.
+int device_sm_count(int fallback);
+double device_peak_gbps();
+
+// One kernel's dynamic shared-memory limit, raised where a launch needs more
+// than the default 48 KiB. cudaFuncSetAttribute applies to the current
+// device only, so the limit reached is kept per device: a launch on a
+// second GPU raises it there too. Not a stream operation (safe under graph
+// capture). One object per kernel instance (a function-local static at its
+// launch site); thread-safe.
+class SmemLimit {
+ public:
+  void ensure(const void* kernel, std::size_t smem, const char* fn);
+
+ private:
+  static constexpr int MAX_DEVICES = 64;  // beyond: raised at every launch
+  std::mutex mu_;
+  std::atomic<std::size_t> raised_[MAX_DEVICES] = {};
+};
 
 }  // namespace replayssm::cuda_util

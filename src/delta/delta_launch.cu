@@ -188,32 +188,11 @@ void check_layout(const char* fn, const Tensor& state, const Dims& d, int64_t gr
   check::require(grid_z <= 65535, fn, "slot", "the cuda backend handles at most 65535 rows per call");
 }
 
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 132;
-    }
-    return v;
-  }();
-  return n;
-}
+int sm_count() { return cuda_util::device_sm_count(132); }
 
 // The current device's peak memory bandwidth, GB/s (memory clock × bus
 // width, double data rate); 0 when the driver does not say.
-double peak_gbps() {
-  static const double v = [] {
-    int dev = 0, khz = 0, bits = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0.0;
-    }
-    return 2.0 * double(khz) * 1e3 * double(bits) / 8.0 / 1e9;
-  }();
-  return v;
-}
+double peak_gbps() { return cuda_util::device_peak_gbps(); }
 
 Launch launch_of(unsigned x, unsigned y, unsigned z, int threads, size_t smem, const Exec& e) {
   return Launch{{x, y, z}, threads, smem, reinterpret_cast<CUstream_st*>(e.stream)};

@@ -584,13 +584,8 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
 
 template <DType SD, bool MULTI>
 void run_pack(const DualPackParams& d, unsigned grid, size_t smem, cudaStream_t stream, const char* fn) {
-  static std::atomic<size_t> raised{48 * 1024};
-  if (smem > raised.load()) {
-    cuda_util::check(cudaFuncSetAttribute(mamba2_dual_pack_kernel<SD, MULTI>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                     fn, "shared memory size");
-    raised.store(smem);
-  }
+  static cuda_util::SmemLimit limit;  // per device
+  limit.ensure(reinterpret_cast<const void*>(mamba2_dual_pack_kernel<SD, MULTI>), smem, fn);
   mamba2_dual_pack_kernel<SD, MULTI><<<grid, KERNEL_THREADS, smem, stream>>>(d);
   cuda_util::check_launch(fn);
 }

@@ -5,6 +5,7 @@
 // indices, cursors and accepted counts are checked on the device
 // (Exec::device_status).
 #include <algorithm>
+#include <mutex>
 #include <string>
 
 #include "core/check.h"
@@ -79,20 +80,25 @@ struct DeviceInfo {
   int smem_optin = 0;
   int smem_per_sm = 0;
 };
-DeviceInfo device_info(const char* fn) {
-  static DeviceInfo cache[64];
-  int dev = 0;
-  cuda_util::check(cudaGetDevice(&dev), fn, "cudaGetDevice");
-  DeviceInfo& i = cache[dev & 63];
-  if (i.sms == 0) {
-    cuda_util::check(cudaDeviceGetAttribute(&i.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
-                     fn, "device attribute");
-    cuda_util::check(cudaDeviceGetAttribute(&i.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev),
-                     fn, "device attribute");
-    cuda_util::check(cudaDeviceGetAttribute(&i.sms, cudaDevAttrMultiProcessorCount, dev), fn,
-                     "device attribute");
-  }
+DeviceInfo query_device_info(const char* fn, int dev) {
+  DeviceInfo i;
+  cuda_util::check(cudaDeviceGetAttribute(&i.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), fn,
+                   "device attribute");
+  cuda_util::check(cudaDeviceGetAttribute(&i.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev),
+                   fn, "device attribute");
+  cuda_util::check(cudaDeviceGetAttribute(&i.sms, cudaDevAttrMultiProcessorCount, dev), fn,
+                   "device attribute");
   return i;
+}
+// Queried once per device (a failed query throws and is retried next time).
+DeviceInfo device_info(const char* fn) {
+  constexpr int CACHED = 64;
+  static DeviceInfo cache[CACHED];
+  static std::once_flag once[CACHED];
+  const int dev = cuda_util::current_device(fn);
+  if (dev < 0 || dev >= CACHED) return query_device_info(fn, dev);
+  std::call_once(once[dev], [&] { cache[dev] = query_device_info(fn, dev); });
+  return cache[dev];
 }
 
 // Activation dtype → f.template operator()<AD>().

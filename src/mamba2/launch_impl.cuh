@@ -11,17 +11,14 @@
 
 namespace replayssm::mamba2::kern {
 
-// Raises a kernel's dynamic shared memory limit once per size increase (a
-// host-side attribute, not a stream operation, so graph capture is unaffected).
+// Raises a kernel's dynamic shared memory limit once per size increase on
+// each device (cuda_util::SmemLimit; not a stream operation, so graph
+// capture is unaffected).
 template <auto K>
 void run_kernel(const Params& p, const LaunchCfg& c) {
   if (c.grid.x == 0) return;
-  static std::atomic<size_t> raised{48 * 1024};
-  if (c.smem > raised.load()) {
-    cuda_util::check(cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, int(c.smem)),
-                     c.fn, "shared memory size");
-    raised.store(c.smem);
-  }
+  static cuda_util::SmemLimit limit;
+  limit.ensure(reinterpret_cast<const void*>(K), c.smem, c.fn);
   if (c.dependent) (void)cuda_util::launch_dependent(K, c.grid, dim3(KERNEL_THREADS), c.smem, c.stream, p);
   else K<<<c.grid, KERNEL_THREADS, c.smem, c.stream>>>(p);
   cuda_util::check_launch(c.fn);

@@ -610,6 +610,25 @@ TEST(DeltaGpu, PersistentStep) {
   }
 }
 
+// One process driving two GPUs: T = 1 blocks, the persistent step (its
+// grid and stages from the current device's SM count and bandwidth, queried
+// per device) and T = 5 on each device in turn, against the reference.
+TEST(DeltaGpu, EachDevice) {
+  RSSM_SKIP_WITHOUT_GPU();
+  RSSM_ON_EACH_DEVICE([&](int dev) {
+    uint32_t seed = 700 + 10 * uint32_t(dev);
+    for (const Cfg& c : {Cfg{DeltaFamily::gdn, {16, 64, 128, 128}}, Cfg{DeltaFamily::kda, {32, 32, 128, 128}, DType::bf16}}) {
+      SCOPED_TRACE(name(c));
+      replay_run(c, 5, 7, 4, 1, 6, seed++, false);
+      {
+        R1PMode on("1");
+        replay_run(c, 5, 7, 4, 1, 6, seed++, false);
+      }
+      replay_run(c, 3, 7, 8, 5, 6, seed++, false);
+    }
+  });
+}
+
 // The persistent kernel's launch choice (no GPU needed): by default for
 // bf16 / f16 GDN states of at least 1.75 MiB per SM (HV64 from B = 116 at
 // 132 SMs), bf16 / f16 KDA states of 1 MiB (32 × 128 from B = 132), fp32 KDA

@@ -334,6 +334,19 @@ TEST(DualMamba2Gpu, BulkCopyProductionTiles) {
   }
 }
 
+// One process driving two GPUs: the packed-copy stream and the pack kernel
+// (its shared-memory limit is per device) on each device in turn.
+TEST(DualMamba2Gpu, EachDevice) {
+  RSSM_SKIP_WITHOUT_GPU();
+  RSSM_ON_EACH_DEVICE([&](int dev) {
+    for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
+      const RunResult r = run(Shape{128, 64, 128, 8}, DType::f32, DType::bf16, f, 505 + uint32_t(dev), 6, 4, {1}, 40);
+      EXPECT_GE(r.flushes, 39) << "the schedule must flush";
+      if (HasFailure()) return;
+    }
+  });
+}
+
 // The device pool as pieces of one SlotArena (slot strides of gigabytes,
 // the last slots past 2^31 elements of every tensor, read copy included),
 // its rows on the far slots, dense or padded rows (Rig: strides larger than

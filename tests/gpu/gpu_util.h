@@ -67,6 +67,24 @@ struct R1PMode : ScopedEnv {
   explicit R1PMode(const char* v) : ScopedEnv("REPLAYSSM_R1P", v) {}
 };
 
+// Runs the callable given (a lambda taking the device) with each visible GPU
+// current in turn (device 0 first, so whatever a launch sets up per device
+// has been set up on another one already), then restores the current
+// device. Skips the test with a message on fewer than two GPUs.
+#define RSSM_ON_EACH_DEVICE(...)                                                    \
+  do {                                                                            \
+    int n_dev_ = 0, cur_dev_ = 0;                                                 \
+    RSSM_CUDA_OK(cudaGetDeviceCount(&n_dev_));                                    \
+    if (n_dev_ < 2) GTEST_SKIP() << "needs two CUDA GPUs, found " << n_dev_;      \
+    RSSM_CUDA_OK(cudaGetDevice(&cur_dev_));                                       \
+    for (int dev_ = 0; dev_ < n_dev_ && !::testing::Test::HasFailure(); ++dev_) { \
+      RSSM_CUDA_OK(cudaSetDevice(dev_));                                          \
+      SCOPED_TRACE("device " + std::to_string(dev_));                             \
+      (__VA_ARGS__)(dev_);                                                        \
+    }                                                                             \
+    RSSM_CUDA_OK(cudaSetDevice(cur_dev_));                                        \
+  } while (0)
+
 // One operation captured into a CUDA graph on a stream of its own
 // (blocking: ordered with the tests' synchronous uploads) and replayed by
 // launch(); the instance, the graph and the stream go with the object.

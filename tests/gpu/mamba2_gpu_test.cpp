@@ -229,6 +229,30 @@ TEST(Mamba2Gpu, EagerSmallBatch) {
   }
 }
 
+// One process driving two GPUs: the decode, eager, replay and speculative
+// kernels on each device in turn, against the reference. Their shared-memory
+// limits above 48 KiB are per device (cuda_util::SmemLimit): a limit raised
+// once per process left the second GPU's launches failing.
+TEST(Mamba2Gpu, EachDevice) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const Shape s{128, 64, 128, 8};
+  const Dtypes d{DType::f32, DType::bf16, DType::f32};
+  RSSM_ON_EACH_DEVICE([&](int dev) {
+    std::mt19937 rng(500 + dev);
+    Pool pool(rng, 4, s, d, 4, 1);
+    Step st(rng, 3, 1, s, d, {3, -1, 0}, false, pool.layer);
+    mamba2_decode(st.host(), pool.state, ref_exec());
+    DeviceStatus ds;
+    mamba2_decode(st.dev(), pool.dstate, ds.exec());
+    EXPECT_LE(err(download(st.dy), st.y), tol(d.state, d.act)) << "decode";
+    EXPECT_EQ(ds.read(), 0);
+    replay_run(rng, s, d, 9, "replay");              // the bulk-copy kernel, two flushes
+    replay_run(rng, s, d, 6, "speculative", 3, 5);  // T = 5 on tensor cores
+    ScopedEnv eager("REPLAYSSM_EAGER_ROWS", "4");
+    replay_run(rng, s, d, 5, "eager");
+  });
+}
+
 // Step + commit captured once in a CUDA graph (fixed batch, fixed buffers),
 // replayed 240 times with new inputs and new acceptances uploaded into the
 // same device tensors between replays; outputs and checkpoint match the
