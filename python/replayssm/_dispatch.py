@@ -6,7 +6,9 @@ extension ``_C``.
 Backend: ``None`` picks ``"cuda"`` when the data lives on a CUDA device and
 ``"cpu"`` otherwise. Stream: ``None`` picks the producer's current stream
 (torch: ``torch.cuda.current_stream()``, cupy: ``cupy.cuda.get_current_stream()``),
-else 0 (the legacy default stream). CUDA arrays are handed over as DLPack
+else 0 (the legacy default stream); a direct call runs with the data's GPU
+as the current device (torch.ops calls do the same in ``_ops.py``). CUDA
+arrays are handed over as DLPack
 capsules exported with ``stream=-1`` (no producer-side synchronisation): the
 library launches on the stream that wrote them, so none is needed, and the
 export stays legal during CUDA-graph capture.
@@ -50,11 +52,41 @@ def _export(a: Any) -> Any:
 
 
 def _current_stream(a: Any) -> int:
+    """The producer's current stream on a's device (torch, cupy), else 0."""
+    if is_torch(a):
+        torch = _torch if _torch is not None else sys.modules["torch"]
+        return int(torch.cuda.current_stream(a.device).cuda_stream)
     if framework(a) == "cupy":
         import cupy  # noqa: PLC0415 (only when cupy arrays are passed)
 
-        return int(cupy.cuda.get_current_stream().ptr)
+        with cupy.cuda.Device(a.device.id):
+            return int(cupy.cuda.get_current_stream().ptr)
     return 0
+
+
+class _on_device:
+    """Makes a's GPU the current device for the call (torch, cupy); a no-op
+    for anything else. The library launches on the current device."""
+
+    def __init__(self, a: Any):
+        self._ctx = None
+        if is_torch(a):
+            torch = _torch if _torch is not None else sys.modules["torch"]
+            self._ctx = torch.cuda.device(a.device)
+        elif framework(a) == "cupy":
+            import cupy  # noqa: PLC0415
+
+            self._ctx = cupy.cuda.Device(a.device.id)
+
+    def __enter__(self):
+        if self._ctx is not None:
+            self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._ctx is not None:
+            self._ctx.__exit__(*exc)
+        return False
 
 
 _ops_loaded = False
@@ -72,9 +104,10 @@ def load_torch_ops() -> None:
         _torch, _ops_loaded = torch, True
 
 
-# Calls that have no torch custom op: the dual / shared precision modes (CPU
-# backends only). Torch tensors in them go straight to _C through DLPack, like
-# numpy arrays (eager only: torch.compile and CUDA graphs do not see them).
+# Calls that have no torch custom op: the dual / shared precision modes.
+# Torch tensors in them go straight to _C through DLPack, like numpy arrays,
+# on torch's current stream and the tensors' device (eager only:
+# torch.compile and CUDA graphs do not see them).
 _NO_TORCH_OP = ("mamba2_decode_shared", "delta_decode_shared")
 _DUAL_FIELDS = ("read_copy", "ring_v", "ring_beta")
 
@@ -105,7 +138,11 @@ def call(name: str, kw: Dict[str, Any], first: Any) -> None:
         kw["stream"] = _current_stream(first) if cuda else 0
     args = {k: (_export(v) if v is not None and hasattr(v, "__dlpack__") else v)
             for k, v in kw.items() if v is not None}
-    getattr(_C, name)(**args)
+    if cuda:
+        with _on_device(first):
+            getattr(_C, name)(**args)
+    else:
+        getattr(_C, name)(**args)
 
 
 def empty(like: Any, shape, dtype: Any = None) -> Any:

@@ -146,3 +146,49 @@ def test_torch_path_matches_direct_path(rng, calls, monkeypatch):
     for f in ("state", "cursor", "pending"):
         if hasattr(pool, f) and getattr(pool, f) is not None:
             assert np.array_equal(getattr(pool, f), getattr(direct_pool, f)), f
+
+
+class _CudaTensor:
+    """A CUDA torch.Tensor stand-in on the direct path (DLPack device cuda:1)."""
+
+    def __init__(self):
+        self.device = "cuda:1"
+
+    def __dlpack_device__(self):
+        return (2, 1)
+
+    def __dlpack__(self, stream=None):
+        return self
+
+
+_CudaTensor.__module__ = "torch"
+
+
+def test_direct_torch_calls_use_torchs_stream_and_the_tensors_device(monkeypatch):
+    """Torch tensors on the direct path (dual / shared modes, a workspace)
+    run on torch's current stream of their device with that device current,
+    as the torch ops do (they once went to stream 0 on whatever device was
+    current)."""
+    current = {"dev": "cuda:0"}
+    seen = {}
+
+    class _Device:
+        def __init__(self, dev):
+            self.dev = dev
+
+        def __enter__(self):
+            self.prev, current["dev"] = current["dev"], self.dev
+
+        def __exit__(self, *exc):
+            current["dev"] = self.prev
+
+    streams = {"cuda:0": 11, "cuda:1": 1234}
+    monkeypatch.setattr(_dispatch, "is_torch", lambda a: isinstance(a, _CudaTensor))
+    monkeypatch.setattr(_dispatch, "_torch", types.SimpleNamespace(cuda=types.SimpleNamespace(
+        current_stream=lambda dev: types.SimpleNamespace(cuda_stream=streams[dev]), device=_Device)))
+    monkeypatch.setattr(_dispatch, "_C", types.SimpleNamespace(
+        mamba2_decode_shared=lambda **kw: seen.update(kw, dev=current["dev"])))
+    t = _CudaTensor()
+    _dispatch.call("mamba2_decode_shared", {"x": t, "stream": None, "backend": None}, t)
+    assert seen["stream"] == 1234 and seen["backend"] == "cuda" and seen["dev"] == "cuda:1"
+    assert current["dev"] == "cuda:0"
