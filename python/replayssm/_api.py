@@ -197,8 +197,8 @@ def mamba2_decode_shared(x: Array, dt: Array, A: Array, B: Array, C: Array,
     tiles are decoded, the T tokens applied (reference fp64, cpu fp32) and the
     state re-encoded: round to nearest even, or with stochastic=True
     stochastic rounding from a hash of (seed, slot·H + head, step, element).
-    Reference and cpu backends only; no torch custom op (tensors go through
-    DLPack directly). Other shapes as mamba2_decode.
+    No torch custom op (tensors go through DLPack directly, eager only).
+    Other shapes as mamba2_decode.
     """
     y = _d.empty_like(x) if y is None else y
     kw = dict(x=x, dt=dt, B=B, C=C, A=A, y=y, slot=slot, z=z, dt_bias=dt_bias, D=D,

@@ -17,7 +17,9 @@ Dual precision (docs/dual_precision.md): ``read_format="bf16" | "fp16" |
 "fp8" | "nvfp4"`` adds a packed read copy of the checkpoint (uint8
 [S, heads, tile_bytes], one tile per (slot, head)) and, for GDN / KDA, the
 records ``ring_v`` / ``ring_beta`` a flush needs. Shared mode keeps one packed
-state (``*_shared_state``). Both run on the reference and cpu backends only.
+state (``*_shared_state``). Both run on every backend (the cuda one as in the
+C++ API; tests/python runs them on reference and cpu), through DLPack
+directly: no torch custom ops, so eager only.
 """
 from __future__ import annotations
 
@@ -209,8 +211,7 @@ def mamba2_pool(slots: int, H: int, P: int, N: int, G: int, *, L: int = 16, T_ma
     replay=False gives a baseline pool (state only). With `layers`, returns a
     list of per-layer pools viewing layer-major buffers [layers, slots, ...].
     read_format ('bf16' | 'fp16' | 'fp8' | 'nvfp4') makes a dual pool: a read
-    copy uint8 [slots, H, mamba2_tile_bytes] (replay pools only; reference /
-    cpu backends only).
+    copy uint8 [slots, H, mamba2_tile_bytes] (replay pools only).
     """
     sd, ad = _norm(state_dtype), _norm(act_dtype)
     R = _C.mamba2_ring_length(L=L, T_max=T_max)
