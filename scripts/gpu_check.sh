@@ -324,8 +324,7 @@ stage_profile() {
   local kern=${PROFILE_KERNEL:-replay1} args=${PROFILE_ARGS:---quick --family mamba2 --modes replay --batch 256 --L 16 --state fp32 --target-ms 1}
   command -v ncu > /dev/null || { log "profile: ncu not found"; return 1; }
   [[ -x $CLI ]] || { log "profile: no $CLI"; return 1; }
-  # shellcheck disable=SC2086  # word-split args
-  # shellcheck disable=SC2086  # word-split PROFILE_NCU_ARGS
+  # shellcheck disable=SC2086  # word-split args and PROFILE_NCU_ARGS
   logged timeout "$(fit 240)" ncu --clock-control none --set full --import-source yes -k "regex:$kern" \
     --launch-skip "${PROFILE_SKIP:-20}" --launch-count 1 ${PROFILE_NCU_ARGS:-} -f -o "$OUT/profile" \
     "$CLI" bench --backend cuda $args || return 1

@@ -551,8 +551,9 @@ bool bulk_records(const Tensor& t, int64_t bytes) {
 // 16-bit KDA 1 MiB, fp32 KDA 1.375 MiB, fp32 GDN never) or a dual step's
 // read copy from 12 items per SM (r1p_dual_by_default). The stream's stages
 // fill the shared memory its NB result buffers and flush area (none for a
-// dual step) leave (at most R1P_MAX_STAGES; on devices of less bandwidth
-// than the H200 at most heuristics.h's r1p_stage_cap).
+// dual step) leave (at most R1P_MAX_STAGES; for 16-bit states and packed
+// copies on devices of less bandwidth than the H200 at most heuristics.h's
+// r1p_stage_cap).
 // REPLAYSSM_R1P=0 never takes it; =1 whenever it fits, a captured step
 // without device scratch then being an Error naming `workspace` (tests at
 // small batches); =2 whenever it fits, such a step taking the blocks as by
