@@ -231,8 +231,9 @@ TEST(Mamba2Gpu, EagerSmallBatch) {
 
 // One process driving two GPUs: the decode, eager, replay and speculative
 // kernels on each device in turn, against the reference. Their shared-memory
-// limits above 48 KiB are per device (cuda_util::SmemLimit): a limit raised
-// once per process left the second GPU's launches failing.
+// limits above 48 KiB are per device (cuda_util::SmemLimit): cudaFuncSetAttribute
+// applies to the current device, so a limit raised once per process (before
+// c8dc1d4) would leave the second GPU's launches failing.
 TEST(Mamba2Gpu, EachDevice) {
   RSSM_SKIP_WITHOUT_GPU();
   const Shape s{128, 64, 128, 8};
