@@ -28,6 +28,10 @@ struct Tensor {
   int ndim = 0;
   int64_t shape[MAX_DIMS] = {};
   int64_t stride[MAX_DIMS] = {};
+  // cuda: the device holding data when the caller states it (the Python
+  // binding does, from DLPack); a call then rejects it unless it is the
+  // current device. -1: not stated (the current device is assumed).
+  int device_index = -1;
 
   bool defined() const { return data != nullptr; }
   int64_t numel() const;

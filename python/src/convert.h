@@ -63,6 +63,9 @@ Tensor view(const char* fn, const char* arg, const nb::ndarray<Ts...>& a) {
                              std::to_string(a.ndim()));
   t.dtype = dtype_of(fn, arg, a.dtype());
   t.device = device_of(fn, arg, a.device_type());
+  // device memory (not managed memory, which any device may read): checked
+  // against the current device (core/check.h device_index)
+  if (a.device_type() == nb::device::cuda::value) t.device_index = int(a.device_id());
   t.ndim = int(a.ndim());
   for (int i = 0; i < t.ndim; ++i) {
     t.shape[i] = int64_t(a.shape(size_t(i)));

@@ -25,8 +25,14 @@ void inner_contiguous(const char* fn, const char* arg, const Tensor& t);
 void contiguous(const char* fn, const char* arg, const Tensor& t);
 // Data pointer and every non-unit stride are multiples of `elems` elements.
 void aligned(const char* fn, const char* arg, const Tensor& t, int64_t bytes);
-// Backend / tensor device agreement.
+// Backend / tensor device agreement; a cuda tensor that states its device
+// (Tensor::device_index) must be on the current one (device_index below).
 void device(const char* fn, const char* arg, const Tensor& t, const Exec& exec);
+// t.device_index against the current CUDA device `current` (-1: unknown,
+// nothing to check).
+void device_index(const char* fn, const char* arg, const Tensor& t, int current);
+// The current CUDA device; -1 without CUDA or a device.
+int current_cuda_device();
 // An index or count tensor [n] of i32 | i64.
 void index_vector(const char* fn, const char* arg, const Tensor& t, int64_t n);
 // Positive integer condition.

@@ -169,6 +169,14 @@ void device(const char* fn, const char* arg, const Tensor& t, const Exec& exec) 
   if (t.defined() && t.device != want)
     fail(fn, arg, std::string("expected a ") + (want == Device::cuda ? "cuda" : "cpu") +
                       " tensor for the " + backend_name(exec.backend) + " backend");
+  if (t.defined() && want == Device::cuda && t.device_index >= 0) device_index(fn, arg, t, current_cuda_device());
+}
+
+void device_index(const char* fn, const char* arg, const Tensor& t, int current) {
+  if (current >= 0 && t.device_index >= 0 && t.device_index != current)
+    fail(fn, arg, "expected a tensor on the current CUDA device cuda:" + std::to_string(current) +
+                      ", got one on cuda:" + std::to_string(t.device_index) +
+                      " (make its device current first: cudaSetDevice, torch.cuda.device)");
 }
 
 void index_vector(const char* fn, const char* arg, const Tensor& t, int64_t n) {
@@ -214,6 +222,7 @@ void slots(const char* fn, const char* arg, const Tensor& slot, int64_t pad, int
 }  // namespace check
 
 #if !defined(REPLAYSSM_WITH_CUDA)
+int check::current_cuda_device() { return -1; }
 bool cuda_available() { return false; }
 void check_device_status(const Exec&, const char* function) {
   throw Error(function, "exec", "this build of replayssm has no CUDA backend");

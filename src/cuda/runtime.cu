@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "cuda/common.cuh"
 
 #ifndef REPLAYSSM_CUDA_ARCHS
@@ -124,6 +125,19 @@ unsigned* row_counters(const char* fn, long long rows, void* stream) {
   }
   return b.p;
 }
+
+}  // namespace cuda_util
+
+int check::current_cuda_device() {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return dev;
+}
+
+namespace cuda_util {
 
 int current_device(const char* fn) {
   int dev = 0;

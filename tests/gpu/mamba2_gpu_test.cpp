@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -252,6 +253,38 @@ TEST(Mamba2Gpu, EachDevice) {
     ScopedEnv eager("REPLAYSSM_EAGER_ROWS", "4");
     replay_run(rng, s, d, 5, "eager");
   });
+}
+
+// A tensor that states another device than the current one (as the Python
+// binding's DLPack views do) is rejected before anything runs: an Error
+// naming it, the state and outputs untouched.
+TEST(Mamba2Gpu, TensorOnAnotherDeviceRejected) {
+  RSSM_SKIP_WITHOUT_GPU();
+  int dev = 0;
+  RSSM_CUDA_OK(cudaGetDevice(&dev));
+  std::mt19937 rng(77);
+  const Shape s{8, 16, 64, 2};
+  const Dtypes d{DType::f32, DType::bf16, DType::f32};
+  Pool pool(rng, 4, s, d, 4, 1);
+  Step st(rng, 3, 1, s, d, {3, -1, 0}, false, pool.layer);
+  const HostTensor s0 = download(pool.dstate), y0 = download(st.dy);
+  auto same = [](const HostTensor& a, const HostTensor& b) {
+    return a.bytes() == b.bytes() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
+  };
+  Mamba2Step step = st.dev();
+  step.x.device_index = dev + 1;
+  try {
+    mamba2_decode(step, pool.dstate, Exec{Backend::cuda});
+    ADD_FAILURE() << "x on cuda:" << dev + 1 << " passed with cuda:" << dev << " current";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "x") << e.what();
+  }
+  RSSM_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_TRUE(same(download(pool.dstate), s0)) << "state written by a rejected call";
+  EXPECT_TRUE(same(download(st.dy), y0)) << "output written by a rejected call";
+  step.x.device_index = dev;  // stated and current: runs
+  EXPECT_NO_THROW(mamba2_decode(step, pool.dstate, Exec{Backend::cuda}));
+  RSSM_CUDA_OK(cudaDeviceSynchronize());
 }
 
 // Step + commit captured once in a CUDA graph (fixed batch, fixed buffers),
