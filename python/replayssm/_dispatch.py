@@ -158,7 +158,8 @@ def empty(like: Any, shape, dtype: Any = None) -> Any:
     mod = sys.modules.get(fw)
     if mod is None or not hasattr(mod, "empty"):
         import numpy as mod  # noqa: PLC0415
-    return mod.empty(tuple(shape), dtype=like.dtype if dtype is None else dtype)
+    with _on_device(like):  # cupy allocates on its current device
+        return mod.empty(tuple(shape), dtype=like.dtype if dtype is None else dtype)
 
 
 def empty_like(a: Any) -> Any:
@@ -177,7 +178,8 @@ def arange(like: Any, n: int) -> Any:
     mod = sys.modules.get(fw)
     if mod is None or not hasattr(mod, "arange"):
         import numpy as mod  # noqa: PLC0415
-    return mod.arange(n, dtype="int32")
+    with _on_device(like):
+        return mod.arange(n, dtype="int32")
 
 
 def elem_strides(a: Any):

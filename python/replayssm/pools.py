@@ -11,7 +11,8 @@ G groups, HV value heads, K key dim, V value dim, L history capacity,
 T_max tokens per row per step, R = L + T_max ring entries, W conv width.
 
 Arrays are numpy (``lib="numpy"``, CPU; fp32 / fp16 only since numpy has no
-bf16), torch (``lib="torch"``, any device) or cupy (``lib="cupy"``).
+bf16), torch (``lib="torch"``, any device) or cupy (``lib="cupy"``; device:
+a device id or cupy Device, else cupy's current device).
 
 Dual precision (docs/dual_precision.md): ``read_format="bf16" | "fp16" |
 "fp8" | "nvfp4"`` adds a packed read copy of the checkpoint (uint8
@@ -47,7 +48,10 @@ def _zeros(lib: str, shape, dtype: str, device: Any) -> Any:
     if lib == "cupy":
         import cupy  # noqa: PLC0415
 
-        return cupy.zeros(tuple(shape), dtype=name)
+        if device is None:  # cupy's current device
+            return cupy.zeros(tuple(shape), dtype=name)
+        with cupy.cuda.Device(int(getattr(device, "id", device))):
+            return cupy.zeros(tuple(shape), dtype=name)
     if lib != "numpy":
         raise _C.Error(f"replayssm.pools: argument 'lib': expected numpy | torch | cupy, got '{lib}'")
     import numpy  # noqa: PLC0415

@@ -192,3 +192,50 @@ def test_direct_torch_calls_use_torchs_stream_and_the_tensors_device(monkeypatch
     _dispatch.call("mamba2_decode_shared", {"x": t, "stream": None, "backend": None}, t)
     assert seen["stream"] == 1234 and seen["backend"] == "cuda" and seen["dev"] == "cuda:1"
     assert current["dev"] == "cuda:0"
+
+
+def _fake_cupy(monkeypatch):
+    """A cupy stand-in: arrays remember the device current when they were
+    allocated; cuda.Device(i) makes device i current within a `with`."""
+    current = {"dev": 0}
+
+    class Device:
+        def __init__(self, i):
+            self.id, self.prev = int(i), None
+
+        def __enter__(self):
+            self.prev, current["dev"] = current["dev"], self.id
+
+        def __exit__(self, *exc):
+            current["dev"] = self.prev
+
+    class ndarray:
+        def __init__(self, shape, dtype):
+            self.shape, self.dtype = tuple(shape), dtype
+            self.device = Device(current["dev"])
+
+    ndarray.__module__ = "cupy"
+    mod = types.ModuleType("cupy")
+    mod.ndarray = ndarray
+    mod.empty = mod.zeros = lambda shape, dtype=None: ndarray(shape, dtype)
+    mod.arange = lambda n, dtype=None: ndarray((n,), dtype)
+    mod.cuda = types.SimpleNamespace(Device=Device)
+    monkeypatch.setitem(__import__("sys").modules, "cupy", mod)
+    return mod, current
+
+
+def test_cupy_allocations_on_the_arrays_device(monkeypatch):
+    """Outputs the dispatcher allocates for a cupy array (y, arange) and
+    cupy pools with a device land on that device, not on cupy's current one
+    (they once went to the current device)."""
+    from replayssm import pools
+
+    cp, current = _fake_cupy(monkeypatch)
+    with cp.cuda.Device(1):
+        x = cp.empty((2, 3), "float32")
+    assert x.device.id == 1 and current["dev"] == 0
+    assert _dispatch.empty_like(x).device.id == 1
+    assert _dispatch.arange(x, 4).device.id == 1
+    assert pools._zeros("cupy", (2,), "fp32", 1).device.id == 1
+    assert pools._zeros("cupy", (2,), "fp32", None).device.id == 0
+    assert current["dev"] == 0
