@@ -65,11 +65,14 @@ def _current_stream(a: Any) -> int:
 
 
 class _on_device:
-    """Makes a's GPU the current device for the call (torch, cupy); a no-op
-    for anything else. The library launches on the current device."""
+    """Makes a's GPU the current device for the call (torch, cupy CUDA
+    arrays); a no-op for anything else. The library launches on the current
+    device."""
 
     def __init__(self, a: Any):
         self._ctx = None
+        if not on_cuda(a):
+            return
         if is_torch(a):
             torch = _torch if _torch is not None else sys.modules["torch"]
             self._ctx = torch.cuda.device(a.device)
@@ -138,10 +141,7 @@ def call(name: str, kw: Dict[str, Any], first: Any) -> None:
         kw["stream"] = _current_stream(first) if cuda else 0
     args = {k: (_export(v) if v is not None and hasattr(v, "__dlpack__") else v)
             for k, v in kw.items() if v is not None}
-    if cuda:
-        with _on_device(first):
-            getattr(_C, name)(**args)
-    else:
+    with _on_device(first):
         getattr(_C, name)(**args)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from . import _C
+from ._dispatch import _current_stream, _on_device
 from ._schemas import SCHEMAS
 from ._schemas import arg_names as _arg_names
 
@@ -33,26 +34,16 @@ def _make_impl(name: str):
         kw = dict(zip(_arg_names(SCHEMAS[name]), args))
         kw.update(kwargs)
         first = next(v for v in kw.values() if isinstance(v, torch.Tensor))
-        stream = 0
-        if first.is_cuda:
-            stream = int(torch.cuda.current_stream(first.device).cuda_stream)
+        stream = _current_stream(first) if first.is_cuda else 0
         if not kw.get("backend"):
             kw["backend"] = "cuda" if first.is_cuda else "cpu"
         out = {k: (_export(v) if isinstance(v, torch.Tensor) else v)
                for k, v in kw.items() if v is not None}
-        with torch.cuda.device(first.device) if first.is_cuda else _nullctx():
+        with _on_device(first):
             fn(stream=stream, **out)
 
     impl.__name__ = name
     return impl
-
-
-class _nullctx:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _fake(*args, **kwargs):  # every op only writes its (mutable) arguments

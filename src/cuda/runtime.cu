@@ -157,11 +157,7 @@ DeviceAttrs device_attrs[ATTR_DEVICES];
 // The current device's attributes, queried on its first use; null when the
 // runtime cannot name the device (or it lies beyond the table).
 const DeviceAttrs* current_attrs() {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return nullptr;
-  }
+  const int dev = check::current_cuda_device();
   if (dev < 0 || dev >= ATTR_DEVICES) return nullptr;
   DeviceAttrs& a = device_attrs[dev];
   std::call_once(a.once, [&] {

@@ -214,6 +214,9 @@ def _fake_cupy(monkeypatch):
             self.shape, self.dtype = tuple(shape), dtype
             self.device = Device(current["dev"])
 
+        def __dlpack_device__(self):
+            return (2, self.device.id)  # kDLCUDA, as a cupy array reports
+
     ndarray.__module__ = "cupy"
     mod = types.ModuleType("cupy")
     mod.ndarray = ndarray
