@@ -170,6 +170,79 @@ __device__ __forceinline__ void warp_prep_qk(const TokenArgs& in, int64_t b, int
   kq = warp_sum(dot);
 }
 
+// warp_prep_qk at K = 128 (the tensor-core T > 1 kernel): the same values,
+// the same sums in the same order (lane l: elements l + 32e, e < 4), with the
+// token's q / k rows addressed once and their dtype branch taken once per
+// row instead of per element, and k̂, q̂ stored once from registers (the
+// general form spent ~380 instructions per warp here: docs/perf_notes_delta.md
+// v46).
+// The raw bits (load_bits) of elements o + lane + 32e, e < 4, of a float
+// tensor of dtype dt, with one dtype branch.
+__device__ __forceinline__ void raw_row128(const void* src, DType dt, int64_t o, int lane, uint32_t (&x)[4]) {
+  if (dt == DType::f32) {
+    const uint32_t* p = static_cast<const uint32_t*>(src) + o + lane;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[e] = p[32 * e];
+  } else {
+    const uint16_t* p = static_cast<const uint16_t*>(src) + o + lane;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[e] = p[32 * e];
+  }
+}
+__device__ __forceinline__ void raw_row128(const Act& a, int64_t b, int64_t t, int64_t h, int lane, uint32_t (&x)[4]) {
+  raw_row128(a.p, a.dt, b * a.sb + t * a.st + h * a.sh, lane, x);
+}
+// kw: the widened k (what the ring's k record stores, store_row128).
+__device__ __forceinline__ void warp_prep_qk128(const TokenArgs& in, int64_t b, int64_t t, int kh, float* kn,
+                                                float* qn, float& ks, float& kq, float (&kw)[4]) {
+  const int lane = threadIdx.x & 31;
+  uint32_t kb[4], qb[4];
+  raw_row128(in.k, b, t, kh, lane, kb);
+  raw_row128(in.q, b, t, kh, lane, qb);
+  float k[4], q[4], sk = 0.f, sq = 0.f;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    k[e] = widen_bits(kb[e], in.k.dt);
+    q[e] = widen_bits(qb[e], in.q.dt);
+    kw[e] = k[e];
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    sk += k[e] * k[e];
+    sq += q[e] * q[e];
+  }
+  sk = warp_sum(sk);
+  sq = warp_sum(sq);
+  ks = in.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+  const float qs = (in.l2norm ? rsqrtf(sq + 1e-6f) : 1.f) * in.q_scale;
+  float dot = 0.f;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float kk = k[e] * ks, qq = q[e] * qs;
+    kn[lane + 32 * e] = kk;
+    qn[lane + 32 * e] = qq;
+    dot += kk * qq;
+  }
+  kq = warp_sum(dot);
+}
+// Elements lane + 32e (e < 4) of a row at element offset o, rounded to dt as
+// store_any does, with one dtype branch.
+__device__ __forceinline__ void store_row128(void* p, DType dt, int64_t o, int lane, const float (&x)[4]) {
+  if (dt == DType::f32) {
+    float* q = static_cast<float*>(p) + o + lane;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) q[32 * e] = x[e];
+  } else if (dt == DType::bf16) {
+    __nv_bfloat16* q = static_cast<__nv_bfloat16*>(p) + o + lane;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) q[32 * e] = __float2bfloat16_rn(x[e]);
+  } else {
+    __half* q = static_cast<__half*>(p) + o + lane;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) q[32 * e] = __float2half_rn(x[e]);
+  }
+}
+
 // Sum over the LPR lanes of a group (every lane of the warp must call it).
 __device__ __forceinline__ float group_sum(float x, int lpr) {
   for (int o = lpr >> 1; o > 0; o >>= 1) x += __shfl_xor_sync(FULL_MASK, x, o);

@@ -127,6 +127,26 @@ __device__ __forceinline__ void warp_dots16(const float* x, const float* a, cons
   cuda_util::transpose_sum<16, 32>(v, lane);
 }
 
+// x[i] at element o + {0, 1, 8, 9}[i] (a lane's accumulator rows in the
+// tensor-core stream) of a float tensor of dtype dt, rounded as store_any,
+// with one dtype branch for the four.
+__device__ __forceinline__ void store_quad(void* p, DType dt, int64_t o, const float (&x)[4]) {
+  constexpr int off[4] = {0, 1, 8, 9};
+  if (dt == DType::f32) {
+    float* q = static_cast<float*>(p) + o;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) q[off[i]] = x[i];
+  } else if (dt == DType::bf16) {
+    __nv_bfloat16* q = static_cast<__nv_bfloat16*>(p) + o;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) q[off[i]] = __float2bfloat16_rn(x[i]);
+  } else {
+    __half* q = static_cast<__half*>(p) + o;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) q[off[i]] = __float2half_rn(x[i]);
+  }
+}
+
 // MMA (T > 1, QF_NONE, K = 128): the rows on tensor cores (see below).
 template <DType SD, bool KDA, int QF = QF_NONE, bool MMA = false>
 __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayArgs a) {
@@ -283,6 +303,17 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   const bool k_writer = blockIdx.x == 0, g_writer = vtile == 0;
   for (int t = warp; t < T; t += nwarps) {
     float ks, kq;
+    if constexpr (MMA) {  // K = 128: one address and dtype branch per row
+      float kw[4];
+      warp_prep_qk128(in, b, t, kh, KV + (n_old + t) * K, QV + t * K, ks, kq, kw);
+      if (lane32 == 0) KQ[t] = kq;
+      if (k_writer) {
+        const int64_t pos = rpos(p.append_start, t);
+        store_row128(rg.k, rg.k_dt, s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2, lane32, kw);
+        if (lane32 == 0) rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
+      }
+      continue;
+    }
     warp_prep_qk(in, b, t, kh, KV + (n_old + t) * K, QV + t * K, ks, kq);
     if (lane32 == 0) KQ[t] = kq;
     if (k_writer) {
@@ -315,6 +346,10 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
           const int64_t pos = rpos(old_start, j);
           ksv[r] = rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2];
           const int64_t ko = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
+          if constexpr (MMA) {  // K = 128: one dtype branch per record
+            raw_row128(rg.k, rg.k_dt, ko, lane32, kb[r]);
+            continue;
+          }
 #pragma unroll
           for (int u = 0; u < 4; ++u) {
             const int i = c0 + lane32 + 32 * u;
@@ -347,6 +382,10 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
         if (jh < n_old * a.nh) {
           const int j = jh / a.nh, hvl = jh - j * a.nh;
           const int64_t base = s * rg.d0 + int64_t(rpos(old_start, j)) * rg.d1 + int64_t(hv0 + hvl) * rg.d2 + v0;
+          if (MMA && vt == 128) {  // one dtype branch per record
+            raw_row128(rg.d, rg.d_dt, base, lane32, db[r]);
+            continue;
+          }
 #pragma unroll
           for (int u = 0; u < 4; ++u) {
             const int v = c0 + lane32 + 32 * u;
@@ -435,6 +474,8 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
         TOT[k] = acc;
       } else {
         GateRaw gr = gate_raw(in, true, b, 0, hv, k);  // the raw-gate constants; .x per token below
+        // −e^{A_log} once per channel (gate_of's factor; the same product below)
+        [[maybe_unused]] const float nega = MMA && in.raw_gate ? -expf(gr.al) : 0.f;
         const int64_t gin = b * in.g.sb + int64_t(hv) * in.g.sh + k;
         for (int t0 = 0; t0 < T; t0 += 8) {
           uint32_t raw[8];
@@ -446,7 +487,13 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
             const int t = t0 + e;
             if (t >= T) break;
             gr.x = raw[e];
-            const float g = gate_of(in, gr);
+            float g;
+            if constexpr (MMA) {
+              g = widen_bits(raw[e], in.g.dt);
+              if (in.raw_gate) g = nega * cuda_util::softplus(g + gr.bias);
+            } else {
+              g = gate_of(in, gr);
+            }
             if (g_writer) gring[int64_t(rpos(p.append_start, t)) * rg.g1] = g;
             acc += g;
             GF[(n_old + t) * K + k] = acc;
@@ -789,10 +836,15 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       const float be = tok ? BETA[hvl * T + g] : 0.f, kq = tok ? KQ[g] : 0.f;
       float dfin[4] = {0.f, 0.f, 0.f, 0.f}, ofin[4] = {0.f, 0.f, 0.f, 0.f};
       for (int t = 0; t < T; ++t) {
+        // every lane rounds (ring_d's dtype is uniform: no divergent switch),
+        // lanes g = t keep theirs
+        float dc[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) dc[i] = round_to(rg.d_dt, be * (vin[i] - rk[i]));
         if (g == t) {
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            dfin[i] = round_to(rg.d_dt, be * (vin[i] - rk[i]));
+            dfin[i] = dc[i];
             ofin[i] = rq[i] + kq * dfin[i];
           }
         }
@@ -814,14 +866,11 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
         const int64_t pos = POS[g];
         const int64_t dbase = s * rg.d0 + pos * rg.d1 + int64_t(hv) * rg.d2 + vs + 2 * t4;
         const int64_t obase = b * in.o.sb + int64_t(g) * in.o.st + int64_t(hv) * in.o.sh + vs + 2 * t4;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          store_any(rg.d, rg.d_dt, dbase + ro(i), dfin[i]);
-          store_any(in.o.p, in.o.dt, obase + ro(i), ofin[i]);
-          if constexpr (decltype(dual)::value)
-            store_any(a.ring_v.p, a.ring_v.dt,
-                      s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + vs + 2 * t4 + ro(i), vin[i]);
-        }
+        store_quad(rg.d, rg.d_dt, dbase, dfin);
+        store_quad(in.o.p, in.o.dt, obase, ofin);
+        if constexpr (decltype(dual)::value)
+          store_quad(a.ring_v.p, a.ring_v.dt, s * a.ring_v.s0 + pos * a.ring_v.s1 + int64_t(hv) * a.ring_v.s2 + vs + 2 * t4,
+                     vin);
       };
       if (tok) {
         if (a.dual) stores(std::true_type{});
