@@ -159,6 +159,86 @@ __device__ __forceinline__ void r1b_finish_rows(float (&ak)[RQ], float (&aq)[RQ]
     }
   }
 }
+// The GDN fp8 copy's sweep on tensor cores (docs/perf_notes_delta.md v17;
+// replay1.cuh's phase 4 and, since v46, the persistent stream): warp w takes
+// rows 16w .. 16w + 15 of a value head as one m16n8k16 tile (lane (g, t):
+// rows g and g + 8), lane t their codes 32t .. 32t + 31, i.e. fp8 block t of
+// each row. k-step c multiplies codes 32t + 4c + {0..3} (exact in f16) with B
+// column n = 2b + v: u_v on block b only (v = 0: u_q, 1: u_k), so D[r][2b + v]
+// is block b's sum, scaled by its 2^(e − 127) in fp32 before the four blocks
+// are added. B holds 2^σ_v u_v (σ_v brings max |u_v| to [2^13, 2^14), clear
+// of f16's subnormals) as hi + lo f16 parts, two products per step: ~22 bits
+// of u, fp32 accumulation.
+struct Fp8TcB {
+  uint32_t bh[8][2], bl[8][2];
+  float usq, usk;  // 2^−σ: the sums' unscaling
+};
+// the B operands of u_q (uqp) and u_k (ukp), K = R1B_K floats each (shared
+// memory); live false: zeros
+__device__ __forceinline__ void fp8_tc_operands(const float* uqp, const float* ukp, bool live, int lane32, Fp8TcB& o) {
+  const int g = lane32 >> 2, t = lane32 & 3;
+  float mq = 0.f, mk = 0.f;
+  if (live)
+#pragma unroll
+    for (int e = lane32; e < R1B_K; e += 32) mq = fmaxf(mq, fabsf(uqp[e])), mk = fmaxf(mk, fabsf(ukp[e]));
+#pragma unroll
+  for (int of = 16; of >= 1; of /= 2) {
+    mq = fmaxf(mq, __shfl_xor_sync(0xffffffffu, mq, of));
+    mk = fmaxf(mk, __shfl_xor_sync(0xffffffffu, mk, of));
+  }
+  // σ = 140 − e for m ∈ [2^(e−127), 2^(e−126)); 0 for a zero or non-finite m
+  auto sigma = [](float m) {
+    const int e = int(__float_as_uint(m) >> 23) & 255;
+    return e == 0 || e == 255 ? 0 : min(140 - e, 126);
+  };
+  const int sq = sigma(mq), sk = sigma(mk);
+  const bool vk = g & 1, on = live && (g >> 1) == t;
+  const float* const u = (vk ? ukp : uqp) + 32 * t;
+  const float sc = quant::dev::exp2i(vk ? sk : sq);
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {
+    const float4 x = on ? *reinterpret_cast<const float4*>(u + 4 * c) : make_float4(0.f, 0.f, 0.f, 0.f);
+    cuda_util::f16x2_split(x.x * sc, x.y * sc, o.bh[c][0], o.bl[c][0]);
+    cuda_util::f16x2_split(x.z * sc, x.w * sc, o.bh[c][1], o.bl[c][1]);
+  }
+  o.usq = quant::dev::exp2i(-sq);
+  o.usk = quant::dev::exp2i(-sk);
+}
+// A tile's codes and block scales: rows ra, rb of a stage (rows of R1B_K
+// code bytes, their srb scale bytes after nrows rows)
+struct Fp8TcRows {
+  uint32_t wa[8], wb[8], ea, eb;
+};
+__device__ __forceinline__ void fp8_tc_load(const char* sg, int ra, int rb, int nrows, int srb, int t, Fp8TcRows& x) {
+  const uint4* const pa = reinterpret_cast<const uint4*>(sg + ra * R1B_K + 32 * t);
+  const uint4* const pb = reinterpret_cast<const uint4*>(sg + rb * R1B_K + 32 * t);
+  const uint4 a0 = pa[0], a1 = pa[1], b0 = pb[0], b1 = pb[1];
+  x.wa[0] = a0.x, x.wa[1] = a0.y, x.wa[2] = a0.z, x.wa[3] = a0.w, x.wa[4] = a1.x, x.wa[5] = a1.y, x.wa[6] = a1.z, x.wa[7] = a1.w;
+  x.wb[0] = b0.x, x.wb[1] = b0.y, x.wb[2] = b0.z, x.wb[3] = b0.w, x.wb[4] = b1.x, x.wb[5] = b1.y, x.wb[6] = b1.z, x.wb[7] = b1.w;
+  x.ea = uint8_t(sg[nrows * R1B_K + ra * srb + t]);
+  x.eb = uint8_t(sg[nrows * R1B_K + rb * srb + t]);
+}
+__device__ __forceinline__ void fp8_tc_mma(const Fp8TcRows& x, const Fp8TcB& o, float (&dh)[4], float (&dl)[4]) {
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {
+    const uint32_t x0 = quant::dev::e4m3x2_to_f16x2(x.wa[c]), x1 = quant::dev::e4m3x2_to_f16x2(x.wb[c]);
+    const uint32_t x2 = quant::dev::e4m3x2_to_f16x2(x.wa[c] >> 16), x3 = quant::dev::e4m3x2_to_f16x2(x.wb[c] >> 16);
+    cuda_util::mma_f16(dh, x0, x1, x2, x3, o.bh[c][0], o.bh[c][1]);
+    cuda_util::mma_f16(dl, x0, x1, x2, x3, o.bl[c][0], o.bl[c][1]);
+  }
+}
+// the rows' sums: lanes t = 0 / 2 get row g / g + 8's (aq, ak), unscaled
+__device__ __forceinline__ void fp8_tc_sums(const float (&dh)[4], const float (&dl)[4], const Fp8TcRows& x,
+                                            const Fp8TcB& o, int t, float& aq, float& ak) {
+  // lane t: D[g][2t], D[g][2t + 1], the same of row g + 8 = block t's q and k sums
+  const float fa = quant::dev::exp2i(int(x.ea) - 127), fb = quant::dev::exp2i(int(x.eb) - 127);
+  float v[4] = {(dh[0] + dl[0]) * fa, (dh[1] + dl[1]) * fa, (dh[2] + dl[2]) * fb, (dh[3] + dl[3]) * fb};
+  cuda_util::transpose_sum<4, 4>(v, t);  // lane t: v[t] summed over the blocks
+  const float vk = __shfl_xor_sync(0xffffffffu, v[0], 1);
+  aq = v[0] * o.usq;
+  ak = vk * o.usk;
+}
+
 __host__ __device__ inline int64_t r1q_sweep_bytes(bool nvfp4, int vt, int64_t scale_row_bytes) {
   return int64_t(vt) * (nvfp4 ? R1B_K / 2 : R1B_K) + vt * scale_row_bytes + (nvfp4 ? 16 : 0);
 }
@@ -794,49 +874,15 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   R1_STAMP(4);
 
   if constexpr (QB && QF == QF_FP8 && !KDA) {
-    // Phase 4, GDN fp8 copy, on tensor cores: sweep k = value head hv0 + k; warp
-    // w takes its rows 16w .. 16w + 15 as one m16n8k16 tile (lane (g, t):
-    // rows g and g + 8), lane t their codes 32t .. 32t + 31, i.e. fp8 block t
-    // of each row. k-step c multiplies codes 32t + 4c + {0..3} (exact in f16)
-    // with B column n = 2b + v: u_v on block b only (v = 0: u_q, 1: u_k), so
-    // D[r][2b + v] is block b's sum, scaled by its 2^(e − 127) in fp32 before
-    // the four blocks are added. B holds 2^σ_v u_v (σ_v brings max |u_v| to
-    // [2^13, 2^14), clear of f16's subnormals) as hi + lo f16 parts, two
-    // products per step: ~22 bits of u, fp32 accumulation. B = 256, L = 16:
-    // 379.5 → 369.7 µs per dual fp8 step (perf_notes_delta.md, "the GDN fp8
-    // copy's sweep on tensor cores"); KDA blocks (one head, one sweep) lost
-    // 2.4 % with it (the per-block setup of B).
+    // Phase 4, GDN fp8 copy, on tensor cores (fp8_tc_operands above): sweep k
+    // = value head hv0 + k. B = 256, L = 16: 379.5 → 369.7 µs per dual fp8
+    // step (perf_notes_delta.md, "the GDN fp8 copy's sweep on tensor cores");
+    // KDA blocks (one head, one sweep) lost 2.4 % with it (the per-block
+    // setup of B).
     static_assert(REPLAY1_THREADS / 32 * 16 == R1Q_MAX_ROWS, "fp8 copy: one 16-row tile per warp");
     const int g = lane32 >> 2, t = lane32 & 3;
-    const float* const ukp = KV + int64_t(n_old) * K;
-    const float* const uqp = QV;
-    float mq = 0.f, mk = 0.f;
-#pragma unroll
-    for (int e = lane32; e < R1B_K; e += 32) mq = fmaxf(mq, fabsf(uqp[e])), mk = fmaxf(mk, fabsf(ukp[e]));
-#pragma unroll
-    for (int o = 16; o >= 1; o /= 2) {
-      mq = fmaxf(mq, __shfl_xor_sync(0xffffffffu, mq, o));
-      mk = fmaxf(mk, __shfl_xor_sync(0xffffffffu, mk, o));
-    }
-    // σ = 140 − e for m ∈ [2^(e−127), 2^(e−126)); 0 for a zero or non-finite m
-    auto sigma = [](float m) {
-      const int e = int(__float_as_uint(m) >> 23) & 255;
-      return e == 0 || e == 255 ? 0 : min(140 - e, 126);
-    };
-    const int sq = sigma(mq), sk = sigma(mk);
-    uint32_t bh[8][2], bl[8][2];
-    {
-      const bool vk = g & 1, live = (g >> 1) == t;
-      const float* const u = (vk ? ukp : uqp) + 32 * t;
-      const float sc = quant::dev::exp2i(vk ? sk : sq);
-#pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        const float4 x = live ? *reinterpret_cast<const float4*>(u + 4 * c) : make_float4(0.f, 0.f, 0.f, 0.f);
-        cuda_util::f16x2_split(x.x * sc, x.y * sc, bh[c][0], bl[c][0]);
-        cuda_util::f16x2_split(x.z * sc, x.w * sc, bh[c][1], bl[c][1]);
-      }
-    }
-    const float usq = quant::dev::exp2i(-sq), usk = quant::dev::exp2i(-sk);
+    Fp8TcB bo;
+    fp8_tc_operands(QV, KV + int64_t(n_old) * K, true, lane32, bo);
     const float kq = MISC[0];
     const int64_t d_base = s * rg.d0 + apos * rg.d1 + v0;
     const int64_t o_base = int64_t(b) * in.o.sb + v0;
@@ -846,36 +892,21 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     for (int k = 0; k < nsw; ++k, stc.next(NST)) {
       const int st = stc.slot;
       cuda_util::mbar_wait(BAR + st, stc.phase);
-      const char* const sg = reinterpret_cast<const char*>(STG) + st * SWB;
-      const uint4* const pa = reinterpret_cast<const uint4*>(sg + ra * ROWB + 32 * t);
-      const uint4* const pb = reinterpret_cast<const uint4*>(sg + rb * ROWB + 32 * t);
-      const uint4 a0 = pa[0], a1 = pa[1], b0 = pb[0], b1 = pb[1];
-      const uint32_t wa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-      const uint32_t wb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-      const uint32_t ea = uint8_t(sg[vt * ROWB + ra * srb + t]), eb = uint8_t(sg[vt * ROWB + rb * srb + t]);
+      Fp8TcRows x;
+      fp8_tc_load(reinterpret_cast<const char*>(STG) + st * SWB, ra, rb, vt, srb, t, x);
       float dh[4] = {0.f, 0.f, 0.f, 0.f}, dl[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        const uint32_t x0 = quant::dev::e4m3x2_to_f16x2(wa[c]), x1 = quant::dev::e4m3x2_to_f16x2(wb[c]);
-        const uint32_t x2 = quant::dev::e4m3x2_to_f16x2(wa[c] >> 16), x3 = quant::dev::e4m3x2_to_f16x2(wb[c] >> 16);
-        cuda_util::mma_f16(dh, x0, x1, x2, x3, bh[c][0], bh[c][1]);
-        cuda_util::mma_f16(dl, x0, x1, x2, x3, bl[c][0], bl[c][1]);
-      }
+      fp8_tc_mma(x, bo, dh, dl);
       __syncthreads();  // stage k % NST read: refill it with sweep k + NST
       if (tid == 0 && k + NST < nsw) {
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         issue_sweep(k + NST, st);
       }
-      // lane t: D[g][2t], D[g][2t + 1], the same of row g + 8 = block t's q and k sums
-      const float fa = quant::dev::exp2i(int(ea) - 127), fb = quant::dev::exp2i(int(eb) - 127);
-      float v[4] = {(dh[0] + dl[0]) * fa, (dh[1] + dl[1]) * fa, (dh[2] + dl[2]) * fb, (dh[3] + dl[3]) * fb};
-      cuda_util::transpose_sum<4, 4>(v, t);  // lane t: v[t] summed over the blocks
-      const float vk = __shfl_xor_sync(0xffffffffu, v[0], 1);
+      float aq, ak;
+      fp8_tc_sums(dh, dl, x, bo, t, aq, ak);
       const int rl = 16 * warp + g + 4 * t;  // t = 0: row g (q, k), t = 2: row g + 8
       if (!(t & 1) && rl < vt) {
         const int64_t hv = hv0 + k;
         const float e = EU[k];
-        const float aq = v[0] * usq, ak = vk * usk;
         const int r = k * vt + rl;
         const float dr = round_to(rg.d_dt, VS[r] - BETA[k] * e * ak);
         store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + rl, dr);

@@ -485,6 +485,9 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
 // faster so (perf_notes_delta.md v42).
 template <int QF>
 inline constexpr bool R1P_EARLY_RELEASE = QF != QF_NVFP4;
+// the GDN fp8 copy's sweeps on tensor cores (at V = 128; perf_notes_delta.md v46)
+template <bool KDA, int QF>
+inline constexpr bool R1P_TC = !KDA && QF == QF_FP8;
 
 // DUAL: a dual pool's read copy (no item flushes here: the dual fold did;
 // no flush area), QF != QF_NONE an fp8 / nvfp4 one (SD unused): sweep k of
@@ -691,11 +694,18 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
     const float* const Z = sm + lay.res + buf * rl.sz;
     const bool live = item.flags & R1P_LIVE, flush = !DUAL && (item.flags & R1P_FLUSH);
     const int hv0 = item.kh * in.G, n_old = item.n_old;
+    // TC (GDN, an fp8 copy, V = 128: a value head is the eight warps' 16-row
+    // tiles): the sweeps on tensor cores, fp8_tc_operands (replay1.cuh;
+    // perf_notes_delta.md v46); else a lane's E values of a row on CUDA cores.
+    const bool tc = R1P_TC<KDA, QF> && V == 128;
+    [[maybe_unused]] Fp8TcB bo;
+    if constexpr (R1P_TC<KDA, QF>)
+      if (tc) fp8_tc_operands(Z + rl.uq, Z + rl.uk, live, lane32, bo);
     float ukr[E], uqr[E], e0r[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      ukr[e] = live ? Z[rl.uk + lr * E + e] : 0.f;
-      uqr[e] = live ? Z[rl.uq + lr * E + e] : 0.f;
+      ukr[e] = live && !tc ? Z[rl.uk + lr * E + e] : 0.f;
+      uqr[e] = live && !tc ? Z[rl.uq + lr * E + e] : 0.f;
       e0r[e] = KDA && flush ? Z[rl.e0v + lr * E + e] : 0.f;
     }
     TS* const BASE = state + item.s * a.st.s0 + int64_t(hv0) * a.st.s1;
@@ -713,6 +723,29 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
       const int st = sc.slot;
       cuda_util::mbar_wait(FULL + st, sc.phase);
       if (tid == 0 && k == 0) r1p_stamp(a, itc, 9);
+      if constexpr (R1P_TC<KDA, QF>) {
+        if (tc) {  // value head hv0 + k: warp w's rows 16w + g, 16w + g + 8
+          const int g = lane32 >> 2, t = lane32 & 3, ra = 16 * warp + g;
+          Fp8TcRows x;
+          fp8_tc_load(reinterpret_cast<const char*>(STG) + st * SWB, ra, ra + 8, V, srb, t, x);
+          __syncwarp();  // the warp's rows are in registers: its EMPTY arrival (EARLY)
+          if (lane32 == 0) cuda_util::mbar_arrive(EMPTY + st);
+          float dh[4] = {0.f, 0.f, 0.f, 0.f}, dl[4] = {0.f, 0.f, 0.f, 0.f};
+          fp8_tc_mma(x, bo, dh, dl);
+          float aq, ak;
+          fp8_tc_sums(dh, dl, x, bo, t, aq, ak);
+          if (!(t & 1)) {  // t = 0: row ra, t = 2: row ra + 8 (as r1b_finish_rows)
+            const int vl = ra + 4 * t, r = k * V + vl;
+            const int64_t hv = hv0 + k;
+            const float e = Z[rl.eu + k];
+            const float aqv = e * aq + Z[rl.hq + r];
+            const float dr = round_to(rg.d_dt, Z[rl.vs + r] - Z[rl.beta + k] * e * ak);
+            store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
+            store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aqv + item.kq * dr);
+          }
+          continue;
+        }
+      }
       const int r0 = k * SW + warp * BR;
       const int rlim = QB ? (k + 1) * SW : RB;  // rows r < rlim are the sweep's
       float ak[RQ], aq[RQ];
