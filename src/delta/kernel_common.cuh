@@ -120,6 +120,15 @@ __device__ __forceinline__ float beta_at(const TokenArgs& in, int64_t b, int64_t
   return beta_of(in, act_bits(in.beta, b, t, hv));
 }
 
+// From a lane's partial k·k and q·q: their warp sums, then the l2norm scales
+// ks of k and qs of q (q_scale included).
+__device__ __forceinline__ void qk_norm_scales(const TokenArgs& in, float sk, float sq, float& ks, float& qs) {
+  sk = warp_sum(sk);
+  sq = warp_sum(sq);
+  ks = in.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+  qs = (in.l2norm ? rsqrtf(sq + 1e-6f) : 1.f) * in.q_scale;
+}
+
 // One warp: k̂ = k·ks and q̂ = q·qs·q_scale of token (b, t), key head kh, into
 // shared kn[K], qn[K]; returns ks (1 without l2norm) and k̂·q̂ in every lane.
 // With kraw != null the raw k (widened exactly) is also kept there. Loads are
@@ -156,10 +165,8 @@ __device__ __forceinline__ void warp_prep_qk(const TokenArgs& in, int64_t b, int
       sq += q[e] * q[e];
     }
   }
-  sk = warp_sum(sk);
-  sq = warp_sum(sq);
-  ks = in.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
-  const float qs = (in.l2norm ? rsqrtf(sq + 1e-6f) : 1.f) * in.q_scale;
+  float qs;
+  qk_norm_scales(in, sk, sq, ks, qs);
   float dot = 0.f;
   for (int i = lane; i < in.K; i += 32) {
     const float k = kn[i] * ks, q = qn[i] * qs;
@@ -170,12 +177,6 @@ __device__ __forceinline__ void warp_prep_qk(const TokenArgs& in, int64_t b, int
   kq = warp_sum(dot);
 }
 
-// warp_prep_qk at K = 128 (the tensor-core T > 1 kernel): the same values,
-// the same sums in the same order (lane l: elements l + 32e, e < 4), with the
-// token's q / k rows addressed once and their dtype branch taken once per
-// row instead of per element, and k̂, q̂ stored once from registers (the
-// general form spent ~380 instructions per warp here: docs/perf_notes_delta.md
-// v46).
 // The raw bits (load_bits) of elements o + lane + 32e, e < 4, of a float
 // tensor of dtype dt, with one dtype branch.
 __device__ __forceinline__ void raw_row128(const void* src, DType dt, int64_t o, int lane, uint32_t (&x)[4]) {
@@ -192,6 +193,12 @@ __device__ __forceinline__ void raw_row128(const void* src, DType dt, int64_t o,
 __device__ __forceinline__ void raw_row128(const Act& a, int64_t b, int64_t t, int64_t h, int lane, uint32_t (&x)[4]) {
   raw_row128(a.p, a.dt, b * a.sb + t * a.st + h * a.sh, lane, x);
 }
+// warp_prep_qk at K = 128 (the tensor-core T > 1 kernel): the same values,
+// the same sums in the same order (lane l: elements l + 32e, e < 4), with the
+// token's q / k rows addressed once and their dtype branch taken once per
+// row instead of per element, and k̂, q̂ stored once from registers (the
+// general form spent ~380 instructions per warp here: docs/perf_notes_delta.md
+// v46).
 // kw: the widened k (what the ring's k record stores, store_row128).
 __device__ __forceinline__ void warp_prep_qk128(const TokenArgs& in, int64_t b, int64_t t, int kh, float* kn,
                                                 float* qn, float& ks, float& kq, float (&kw)[4]) {
@@ -211,10 +218,8 @@ __device__ __forceinline__ void warp_prep_qk128(const TokenArgs& in, int64_t b, 
     sk += k[e] * k[e];
     sq += q[e] * q[e];
   }
-  sk = warp_sum(sk);
-  sq = warp_sum(sq);
-  ks = in.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
-  const float qs = (in.l2norm ? rsqrtf(sq + 1e-6f) : 1.f) * in.q_scale;
+  float qs;
+  qk_norm_scales(in, sk, sq, ks, qs);
   float dot = 0.f;
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
