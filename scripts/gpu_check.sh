@@ -319,7 +319,9 @@ stage_python() {
 
 # ncu of one launch (--set full) and its instructions and stall samples per
 # source line (scripts/ncu_lines.py): profile.txt (details page),
-# profile_lines.txt, and the raw sass.csv / sass.txt.
+# profile_lines.txt (innermost lines: a helper's own), profile_callers.txt
+# (the kernel's own lines, helpers counted where they are called), and the
+# raw sass.csv / sass.txt / sass_gi.txt.
 stage_profile() {
   local kern=${PROFILE_KERNEL:-replay1} args=${PROFILE_ARGS:---quick --family mamba2 --modes replay --batch 256 --L 16 --state fp32 --target-ms 1}
   command -v ncu > /dev/null || { log "profile: ncu not found"; return 1; }
@@ -344,11 +346,17 @@ stage_profile() {
     [[ -e $cubin ]] || continue
     scanned=$((scanned + 1))
     nvdisasm -g -c "$cubin" > "$tmp/all.txt" 2>> "$LOG" || log "nvdisasm failed on $(basename "$cubin")"
-    if grep -q "$name" "$tmp/all.txt"; then cp "$tmp/all.txt" "$OUT/sass.txt"; break; fi
+    if grep -q "$name" "$tmp/all.txt"; then
+      cp "$tmp/all.txt" "$OUT/sass.txt"
+      nvdisasm -gi -c "$cubin" > "$OUT/sass_gi.txt" 2>> "$LOG" || log "nvdisasm -gi failed"
+      break
+    fi
   done
   rm -rf "$tmp"
   [[ -s $OUT/sass.txt ]] || { log "profile: no sm_90a cubin of $bin holds $name ($scanned scanned)"; return 1; }
   python3 scripts/ncu_lines.py "$OUT/sass.csv" "$OUT/sass.txt" --kernel "$name" --top 40 > "$OUT/profile_lines.txt"
+  [[ -s $OUT/sass_gi.txt ]] && python3 scripts/ncu_lines.py "$OUT/sass.csv" "$OUT/sass_gi.txt" --kernel "$name" --top 60 \
+    > "$OUT/profile_callers.txt"
   head -n 12 "$OUT/profile_lines.txt"
   STAGE_NOTE=$(grep -E 'Duration' "$OUT/profile.txt" | head -n 1 | tr -s ' ')
 }

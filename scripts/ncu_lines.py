@@ -14,9 +14,12 @@ region of lines), the executed warp instructions and the warp-stall samples.
   # anywhere:
   python3 scripts/ncu_lines.py sass.csv sass.txt --kernel <mangled name> [--top 40]
 
-The kernel's section in sass.txt is the one named --kernel exactly (or, for
-a name that is not mangled, the first containing it); the CSV must come
-from a profile of the same binary. scripts/gpu_check.sh profile does all of it.
+nvdisasm -g marks each instruction with its innermost source line (an
+inlined helper's own line). nvdisasm -gi prints the inlining chain and then
+the outermost line, so its instructions count at the kernel's own lines,
+which add up to the whole (docs/perf_notes_delta.md v46); with -gi,
+--caller FILE counts them at the outermost line of FILE in the chain (e.g.
+which line of a helper header), where the chain passes through FILE.
 """
 import argparse
 import collections
@@ -49,11 +52,26 @@ def opcode(text):
     return t[0] if t else ""
 
 
-def read_sass(path, kernel):
-    """offset -> (file, line) for the kernel's section of nvdisasm -g output."""
+def marker_loc(line, caller):
+    """(file, line) of a `//## File` marker: the innermost location of its
+    inlining chain, or with `caller` the outermost one in that file (None
+    when the chain does not pass through it)."""
+    chain = [(f.split("/")[-1], int(n)) for f, n in re.findall(r'"([^"]+)", line (\d+)', line)]
+    if not chain:
+        return None
+    if caller is None:
+        return chain[0]
+    mine = [c for c in chain if c[0] == caller]
+    return mine[-1] if mine else None
+
+
+def read_sass(path, kernel, caller=None):
+    """offset -> (file, line) for the kernel's section of nvdisasm -g / -gi
+    output (caller: see marker_loc)."""
     where = {}
     inside = False
     cur = ("?", 0)
+    after_chain = False  # the last marker was an inlining chain (-gi)
     for line in open(path):
         if line.startswith("//---------------------") and ".text." in line:
             if inside:
@@ -63,13 +81,18 @@ def read_sass(path, kernel):
             continue
         if not inside:
             continue
-        m = re.search(r'//## File "([^"]+)", line (\d+)', line)
-        if m:
-            cur = (m.group(1).split("/")[-1], int(m.group(2)))
+        if "//## File" in line:
+            chain = " inlined at " in line
+            if caller is not None and after_chain and not chain:
+                continue  # the chain's outermost line, printed after it: placed by the chain
+            loc = marker_loc(line, caller)
+            cur = loc if loc is not None else (f"(not in {caller})", 0)
+            after_chain = chain
             continue
         m = re.search(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", line)
         if m:
             where[int(m.group(1), 16)] = (cur, opcode(m.group(2)))
+            after_chain = False
     if not where:
         sys.exit(f"no section of {path} names a kernel containing '{kernel}'")
     return where
@@ -81,9 +104,11 @@ def main():
     ap.add_argument("sass")
     ap.add_argument("--kernel", required=True, help="substring of the kernel's mangled name")
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--caller", help="with nvdisasm -gi output: count each instruction at the outermost "
+                    "line of this file (a base name) in its inlining chain")
     a = ap.parse_args()
     prof = read_csv(a.csv)
-    where = read_sass(a.sass, a.kernel)
+    where = read_sass(a.sass, a.kernel, a.caller)
     inst = collections.Counter()
     samp = collections.Counter()
     missing = differ = 0
