@@ -27,6 +27,10 @@ import tempfile
 ADDR = re.compile(r"/\*[0-9a-f]+\*/")
 LABEL = re.compile(r"\.L_x_\d+")
 SECTION = re.compile(r"\s*\.text\.(\S+):")
+# An anonymous namespace's mangled name carries hashes of the file's path
+# (`_GLOBAL__N__38671607_11_slot_ops_cu_53feefd9`): builds of one commit in
+# two checkouts differ there only, so both hashes are dropped.
+ANON = re.compile(r"_GLOBAL__N__[0-9a-f]+_(\d+_\w+?)_[0-9a-f]{8}")
 
 
 def kernels(binary, arch):
@@ -44,9 +48,9 @@ def kernels(binary, arch):
                 if m:
                     if name:
                         out[name] = body
-                    name, body = m.group(1), []
+                    name, body = ANON.sub(r"_GLOBAL__N_\1", m.group(1)), []
                 elif name and line.strip():
-                    body.append(LABEL.sub("L", ADDR.sub("", line)).strip())
+                    body.append(ANON.sub(r"_GLOBAL__N_\1", LABEL.sub("L", ADDR.sub("", line))).strip())
             if name:
                 out[name] = body
     return out

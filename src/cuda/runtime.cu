@@ -182,7 +182,7 @@ double device_peak_gbps() {
   return a ? a->gbps : 0.0;
 }
 
-void SmemLimit::ensure(const void* kernel, std::size_t smem, const char* fn) {
+void SmemLimit::ensure(const void* kernel, std::size_t smem, const char* fn, bool carveout) {
   if (smem <= 48 * 1024) return;
   const int dev = current_device(fn);
   std::atomic<std::size_t>* r = dev >= 0 && dev < MAX_DEVICES ? &raised_[dev] : nullptr;
@@ -192,6 +192,10 @@ void SmemLimit::ensure(const void* kernel, std::size_t smem, const char* fn) {
   if (r && smem <= r->load(std::memory_order_relaxed)) return;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), fn,
         "shared memory size");
+  if (carveout)
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               int(cudaSharedmemCarveoutMaxShared)),
+          fn, "shared memory carveout");
   if (r) r->store(smem, std::memory_order_release);
 }
 

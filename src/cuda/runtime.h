@@ -45,10 +45,11 @@ double device_peak_gbps();
 // device only, so the limit reached is kept per device: a launch on a
 // second GPU raises it there too. Not a stream operation (safe under graph
 // capture). One object per kernel instance (a function-local static at its
-// launch site); thread-safe.
+// launch site); thread-safe. `carveout`: also prefer the whole carveout for
+// shared memory (several resident blocks of a large-shared-memory kernel).
 class SmemLimit {
  public:
-  void ensure(const void* kernel, std::size_t smem, const char* fn);
+  void ensure(const void* kernel, std::size_t smem, const char* fn, bool carveout = false);
 
  private:
   static constexpr int MAX_DEVICES = 64;  // beyond: raised at every launch

@@ -10,16 +10,16 @@ namespace replayssm::delta::cuda_impl {
 
 template <DType SD, bool KDA> void launch_replay1p(const ReplayArgs& a, const Launch& l) {
   if constexpr (SD != DType::f32)
-    if (a.dual) return launch_kernel(delta_replay1p_kernel<SD, KDA, QF_NONE, true>, l, a);  // a bf16 / f16 read copy
-  launch_kernel(delta_replay1p_kernel<SD, KDA>, l, a);
+    if (a.dual) return launch_kernel<delta_replay1p_kernel<SD, KDA, QF_NONE, true>>(l, a);  // a bf16 / f16 read copy
+  launch_kernel<delta_replay1p_kernel<SD, KDA>>(l, a);
 }
 // the preparation's per-warp layout and result buffer, on the host
 template <bool KDA> void launch_prep1(const ReplayArgs& a, const Launch& l) {
   ReplayArgs b = a;
   b.p1 = check_layout(p1_layout(KDA, a.in.K, a.rings.L, a.nh), "delta_prep1_kernel");
   b.p1res = check_layout(r1p_res(KDA, a.in.K, a.rings.L, a.nh, a.nh * a.in.V), "delta_prep1_kernel");
-  if (a.dual) launch_kernel(delta_prep1_kernel<KDA, true>, l, b);
-  else launch_kernel(delta_prep1_kernel<KDA, false>, l, b);
+  if (a.dual) launch_kernel<delta_prep1_kernel<KDA, true>>(l, b);
+  else launch_kernel<delta_prep1_kernel<KDA, false>>(l, b);
 }
 
 #define RSSM_R1P_INSTANTIATE(SD)                                                  \

@@ -6,7 +6,7 @@
 namespace replayssm::delta::cuda_impl {
 
 template <int QF, bool KDA> void launch_replay1p_quant(const ReplayArgs& a, const Launch& l) {
-  launch_kernel(delta_replay1p_kernel<DType::f32, KDA, QF>, l, a);
+  launch_kernel<delta_replay1p_kernel<DType::f32, KDA, QF>>(l, a);
 }
 
 template void launch_replay1p_quant<QF_FP8, false>(const ReplayArgs&, const Launch&);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "cuda/runtime.h"
 #include "delta/kernel_common.cuh"
 #include "delta/shared.h"
 #include "quant/tile_codec.cuh"
@@ -156,9 +157,8 @@ template <bool KDA>
 void launch(const TokenArgs& in, const SharedArgs& e, unsigned grid, size_t smem, cudaStream_t stream,
             const char* fn) {
   auto* k = delta_decode_shared_kernel<KDA>;
-  if (smem > 48 * 1024)
-    cuda_util::check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), fn,
-                     "shared memory size");
+  static cuda_util::SmemLimit limit;  // per device
+  limit.ensure(reinterpret_cast<const void*>(k), smem, fn);
   k<<<grid, SHARED_THREADS, smem, stream>>>(in, e);
   cuda_util::check_launch(fn);
 }

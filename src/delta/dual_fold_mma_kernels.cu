@@ -7,7 +7,8 @@ namespace replayssm::delta::cuda_impl {
 
 template <DType SD, bool KDA> void launch_dual_fold_mma(const DualArgs& a, const Launch& l) {
   auto k = delta_dual_fold_mma_kernel<SD, KDA>;
-  if (l.smem > 48 * 1024) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem));
+  static cuda_util::SmemLimit limit;  // per device
+  limit.ensure(reinterpret_cast<const void*>(k), l.smem, "delta dual fold");
   k<<<dim3(l.grid[0], l.grid[1], l.grid[2]), l.threads, l.smem, reinterpret_cast<cudaStream_t>(l.stream)>>>(a);
 }
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cuda/runtime.h"
 #include "delta/kernels.h"
 #include "delta/decode1.cuh"
 #include "delta/recurrent.cuh"
@@ -13,19 +14,19 @@
 
 namespace replayssm::delta::cuda_impl {
 
-// Kernels above 48 KiB of dynamic shared memory must opt in (not a stream
-// operation: safe during graph capture).
-template <class Kernel>
-inline void launch_kernel(Kernel k, const Launch& l, auto&& args) {
-  if (l.smem > 48 * 1024) {
-    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem));
-    // Several resident blocks of a large-shared-memory kernel need the whole carveout.
-    cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
-  }
+// Kernels above 48 KiB of dynamic shared memory opt in once per kernel and
+// device (cuda_util::SmemLimit, with the whole carveout: several resident
+// blocks of a large-shared-memory kernel need it; not a stream operation,
+// so safe during graph capture). One limit per kernel: K is a template
+// argument, so every instance has its own static.
+template <auto K>
+inline void launch_kernel(const Launch& l, const auto& args) {
+  static cuda_util::SmemLimit limit;
+  limit.ensure(reinterpret_cast<const void*>(K), l.smem, "delta kernel launch", true);
   const dim3 grid(l.grid[0], l.grid[1], l.grid[2]);
   const cudaStream_t st = reinterpret_cast<cudaStream_t>(l.stream);
-  if (l.dependent) (void)cuda_util::launch_dependent(k, grid, dim3(l.threads), l.smem, st, args);  // errors: check_launch
-  else k<<<grid, l.threads, l.smem, st>>>(args);
+  if (l.dependent) (void)cuda_util::launch_dependent(K, grid, dim3(l.threads), l.smem, st, args);  // errors: check_launch
+  else K<<<grid, l.threads, l.smem, st>>>(args);
 }
 
 // K = 128 (every model shape of design §6) takes an instance with K and the
@@ -51,16 +52,16 @@ const Layout& check_layout(const Layout& l, const char* kernel) {
   return l;
 }
 template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Launch& l) {
-  if (a.in.K == 128 && a.lpr == 128 / ELEMS_PER_LANE) return launch_kernel(delta_recurrent_kernel<SD, KDA, 128>, l, a);
-  launch_kernel(delta_recurrent_kernel<SD, KDA>, l, a);
+  if (a.in.K == 128 && a.lpr == 128 / ELEMS_PER_LANE) return launch_kernel<delta_recurrent_kernel<SD, KDA, 128>>(l, a);
+  launch_kernel<delta_recurrent_kernel<SD, KDA>>(l, a);
 }
 template <DType SD, bool KDA> void launch_decode1(const RecArgs& a, const Launch& l) {
-  if (a.big > 0) launch_kernel(delta_decode1_kernel<SD, KDA, 0, true>, l, a);
-  else launch_kernel(delta_decode1_kernel<SD, KDA>, l, a);
+  if (a.big > 0) launch_kernel<delta_decode1_kernel<SD, KDA, 0, true>>(l, a);
+  else launch_kernel<delta_decode1_kernel<SD, KDA>>(l, a);
 }
 template <DType SD, bool KDA> void launch_decode1_eager(const RecArgs& a, const Launch& l, bool two_per_sm) {
-  if (two_per_sm) launch_kernel(delta_decode1_kernel<SD, KDA, 2>, l, a);
-  else launch_kernel(delta_decode1_kernel<SD, KDA, DECODE1_MIN_BLOCKS>, l, a);
+  if (two_per_sm) launch_kernel<delta_decode1_kernel<SD, KDA, 2>>(l, a);
+  else launch_kernel<delta_decode1_kernel<SD, KDA, DECODE1_MIN_BLOCKS>>(l, a);
 }
 // replay.cuh's layout (MMA: the tensor-core instance, K = REPLAY_MMA_K)
 template <bool KDA, bool MMA>
@@ -72,30 +73,30 @@ ReplayArgs with_replay_layout(const ReplayArgs& a) {
   return b;
 }
 template <DType SD, bool KDA> void launch_replay(const ReplayArgs& a, const Launch& l) {
-  launch_kernel(delta_replay_kernel<SD, KDA>, l, with_replay_layout<KDA, false>(a));
+  launch_kernel<delta_replay_kernel<SD, KDA>>(l, with_replay_layout<KDA, false>(a));
 }
 template <DType SD, bool KDA> void launch_replay_mma(const ReplayArgs& a, const Launch& l) {
-  launch_kernel(delta_replay_kernel<SD, KDA, QF_NONE, true>, l, with_replay_layout<KDA, true>(a));
+  launch_kernel<delta_replay_kernel<SD, KDA, QF_NONE, true>>(l, with_replay_layout<KDA, true>(a));
 }
 template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l) {
-  launch_kernel(delta_replay1_kernel<SD, KDA>, l, a);
+  launch_kernel<delta_replay1_kernel<SD, KDA>>(l, a);
 }
 // a.ld < L: the long-ring instance (replay1.cuh, LR)
 template <DType SD, bool KDA> void launch_replay1_bulk(const ReplayArgs& a, const Launch& l) {
-  if (a.ld < a.rings.L) launch_kernel(delta_replay1_kernel<SD, KDA, QF_NONE, true, true>, l, a);
-  else launch_kernel(delta_replay1_kernel<SD, KDA, QF_NONE, true>, l, a);
+  if (a.ld < a.rings.L) launch_kernel<delta_replay1_kernel<SD, KDA, QF_NONE, true, true>>(l, a);
+  else launch_kernel<delta_replay1_kernel<SD, KDA, QF_NONE, true>>(l, a);
 }
 template <DType SD, bool KDA> void launch_fold(const FoldArgs& a, const Launch& l) {
-  launch_kernel(delta_fold_kernel<SD, KDA>, l, a);
+  launch_kernel<delta_fold_kernel<SD, KDA>>(l, a);
 }
 
 template <int QF, bool KDA> void launch_replay_quant(const ReplayArgs& a, const Launch& l) {
-  launch_kernel(delta_replay_kernel<DType::f32, KDA, QF>, l, with_replay_layout<KDA, false>(a));
+  launch_kernel<delta_replay_kernel<DType::f32, KDA, QF>>(l, with_replay_layout<KDA, false>(a));
 }
 template <int QF, bool KDA> void launch_replay1_quant(const ReplayArgs& a, const Launch& l, bool bulk) {
-  if (bulk && a.ld < a.rings.L) launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF, true, true>, l, a);
-  else if (bulk) launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF, true>, l, a);
-  else launch_kernel(delta_replay1_kernel<DType::bf16, KDA, QF>, l, a);
+  if (bulk && a.ld < a.rings.L) launch_kernel<delta_replay1_kernel<DType::bf16, KDA, QF, true, true>>(l, a);
+  else if (bulk) launch_kernel<delta_replay1_kernel<DType::bf16, KDA, QF, true>>(l, a);
+  else launch_kernel<delta_replay1_kernel<DType::bf16, KDA, QF>>(l, a);
 }
 
 #define RSSM_DELTA_INSTANTIATE_QUANT(QF)                                                \

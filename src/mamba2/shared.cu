@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "cuda/runtime.h"
 #include "mamba2/kernel_common.cuh"
 #include "mamba2/launchers.cuh"
 #include "mamba2/shared.h"
@@ -133,9 +134,8 @@ template <DType AD>
 void launch(const Params& p, const SharedArgs& e, unsigned grid, size_t smem, cudaStream_t stream,
             const char* fn) {
   auto* k = mamba2_decode_shared_kernel<AD>;
-  if (smem > 48 * 1024)
-    cuda_util::check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), fn,
-                     "shared memory size");
+  static cuda_util::SmemLimit limit;  // per device
+  limit.ensure(reinterpret_cast<const void*>(k), smem, fn);
   k<<<grid, SHARED_THREADS, smem, stream>>>(p, e);
   cuda_util::check_launch(fn);
 }
