@@ -230,22 +230,28 @@ __device__ __forceinline__ void warp_prep_qk128(const TokenArgs& in, int64_t b, 
   }
   kq = warp_sum(dot);
 }
-// Elements lane + 32e (e < 4) of a row at element offset o, rounded to dt as
-// store_any does, with one dtype branch.
-__device__ __forceinline__ void store_row128(void* p, DType dt, int64_t o, int lane, const float (&x)[4]) {
+// x[i] at element o + lane + O_i of a float tensor of dtype dt, rounded as
+// store_any does, with one dtype branch for the four.
+template <int O0, int O1, int O2, int O3>
+__device__ __forceinline__ void store4(void* p, DType dt, int64_t o, int lane, const float (&x)[4]) {
+  constexpr int off[4] = {O0, O1, O2, O3};
   if (dt == DType::f32) {
     float* q = static_cast<float*>(p) + o + lane;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) q[32 * e] = x[e];
+    for (int i = 0; i < 4; ++i) q[off[i]] = x[i];
   } else if (dt == DType::bf16) {
     __nv_bfloat16* q = static_cast<__nv_bfloat16*>(p) + o + lane;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) q[32 * e] = __float2bfloat16_rn(x[e]);
+    for (int i = 0; i < 4; ++i) q[off[i]] = __float2bfloat16_rn(x[i]);
   } else {
     __half* q = static_cast<__half*>(p) + o + lane;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) q[32 * e] = __float2half_rn(x[e]);
+    for (int i = 0; i < 4; ++i) q[off[i]] = __float2half_rn(x[i]);
   }
+}
+// Elements lane + 32e (e < 4) of a row at element offset o.
+__device__ __forceinline__ void store_row128(void* p, DType dt, int64_t o, int lane, const float (&x)[4]) {
+  store4<0, 32, 64, 96>(p, dt, o, lane, x);
 }
 
 // Sum over the LPR lanes of a group (every lane of the warp must call it).

@@ -127,24 +127,10 @@ __device__ __forceinline__ void warp_dots16(const float* x, const float* a, cons
   cuda_util::transpose_sum<16, 32>(v, lane);
 }
 
-// x[i] at element o + {0, 1, 8, 9}[i] (a lane's accumulator rows in the
-// tensor-core stream) of a float tensor of dtype dt, rounded as store_any,
-// with one dtype branch for the four.
+// x[i] at element o + {0, 1, 8, 9}[i]: a lane's accumulator rows in the
+// tensor-core stream.
 __device__ __forceinline__ void store_quad(void* p, DType dt, int64_t o, const float (&x)[4]) {
-  constexpr int off[4] = {0, 1, 8, 9};
-  if (dt == DType::f32) {
-    float* q = static_cast<float*>(p) + o;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) q[off[i]] = x[i];
-  } else if (dt == DType::bf16) {
-    __nv_bfloat16* q = static_cast<__nv_bfloat16*>(p) + o;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) q[off[i]] = __float2bfloat16_rn(x[i]);
-  } else {
-    __half* q = static_cast<__half*>(p) + o;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) q[off[i]] = __float2half_rn(x[i]);
-  }
+  store4<0, 1, 8, 9>(p, dt, o, 0, x);
 }
 
 // MMA (T > 1, QF_NONE, K = 128): the rows on tensor cores (see below).
