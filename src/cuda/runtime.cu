@@ -90,10 +90,6 @@ namespace {
 // fails when the binary has no image (SASS or compatible PTX) for the device.
 __global__ void probe_kernel() {}
 
-// Per device: 0 unknown, 1 supported, 2 unsupported.
-std::mutex probe_mutex;
-std::vector<int8_t> probe_result;
-
 }  // namespace
 
 int env_int(const char* name, int dflt) {
@@ -150,6 +146,7 @@ struct DeviceAttrs {
   std::once_flag once;
   int sms = 0;
   double gbps = 0.0;
+  std::atomic<bool> supported{false};  // require_supported_device passed on it
 };
 constexpr int ATTR_DEVICES = 64;
 DeviceAttrs device_attrs[ATTR_DEVICES];
@@ -202,10 +199,9 @@ void SmemLimit::ensure(const void* kernel, std::size_t smem, const char* fn, boo
 void require_supported_device(const char* fn) {
   int dev = 0;
   check(cudaGetDevice(&dev), fn, "device");
-  {
-    std::lock_guard<std::mutex> lock(probe_mutex);
-    if (size_t(dev) < probe_result.size() && probe_result[size_t(dev)] == 1) return;
-  }
+  // devices past the table are probed at every call
+  std::atomic<bool>* const known = dev >= 0 && dev < ATTR_DEVICES ? &device_attrs[dev].supported : nullptr;
+  if (known && known->load(std::memory_order_acquire)) return;
   int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), fn, "device");
   check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), fn, "device");
@@ -219,12 +215,10 @@ void require_supported_device(const char* fn) {
   } else {
     check(err, fn, "device");
   }
-  {
-    std::lock_guard<std::mutex> lock(probe_mutex);
-    if (probe_result.size() <= size_t(dev)) probe_result.resize(size_t(dev) + 1, 0);
-    probe_result[size_t(dev)] = supported ? 1 : 2;
+  if (supported) {
+    if (known) known->store(true, std::memory_order_release);
+    return;
   }
-  if (supported) return;
   const std::string sm = std::to_string(major) + std::to_string(minor);
   // Architecture-specific features (sm_90a, sm_100a, ...) exist from sm_90 on.
   const std::string suggest = major >= 9 ? sm + "a" : sm;
