@@ -134,17 +134,6 @@ __device__ __forceinline__ void r1b_row_dots(const float (&f)[FG][E], const floa
     aq[i] = pq * qs[i];
   }
 }
-// A value row's end (every T = 1 sweep form): the token's d record
-// round(v_s − β e a_k) and output e a_q + h_q + (k̂·q̂) d, at row vl of value
-// head hv.
-__device__ __forceinline__ void r1_finish_row(float e, float aq, float ak, float hq, float vs, float beta, float kq,
-                                              const Rings& rg, const TokenArgs& in, int64_t d_base, int64_t o_base,
-                                              int64_t hv, int vl) {
-  const float aqv = e * aq + hq;
-  const float dr = round_to(rg.d_dt, vs - beta * e * ak);
-  store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
-  store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aqv + kq * dr);
-}
 // and the end of a sweep: the products of the warp's RQ row groups summed
 // per row (transposed reductions), then, by the lane that holds row r
 // (< rlim; value head r / vt of the block's from hv0), the token's d record
@@ -161,7 +150,12 @@ __device__ __forceinline__ void r1b_finish_rows(float (&ak)[RQ], float (&aq)[RQ]
     const int r = r0 + (lr / (LPB / RQ)) * rpl + sub;
     if (r < rlim) {
       const int hl = div_small(r, vt), vl = r - hl * vt;
-      r1_finish_row(KDA ? 1.f : eu[hl], aq[0], ak[0], hq[r], vs[r], beta[hl], kq, rg, in, d_base, o_base, hv0 + hl, vl);
+      const int64_t hv = hv0 + hl;
+      const float e = KDA ? 1.f : eu[hl];
+      const float aqv = e * aq[0] + hq[r];
+      const float dr = round_to(rg.d_dt, vs[r] - beta[hl] * e * ak[0]);
+      store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
+      store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aqv + kq * dr);
     }
   }
 }
@@ -911,8 +905,12 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
       fp8_tc_sums(dh, dl, x, bo, t, aq, ak);
       const int rl = 16 * warp + g + 4 * t;  // t = 0: row g (q, k), t = 2: row g + 8
       if (!(t & 1) && rl < vt) {
+        const int64_t hv = hv0 + k;
+        const float e = EU[k];
         const int r = k * vt + rl;
-        r1_finish_row(EU[k], aq, ak, HQ[r], VS[r], BETA[k], kq, rg, in, d_base, o_base, hv0 + k, rl);
+        const float dr = round_to(rg.d_dt, VS[r] - BETA[k] * e * ak);
+        store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + rl, dr);
+        store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + rl, e * aq + HQ[r] + kq * dr);
       }
     }
     return;
@@ -1075,7 +1073,12 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     pk = group_sum(pk, lpr);
     pq = group_sum(pq, lpr);
     if (valid && lane == 0) {
-      r1_finish_row(KDA ? 1.f : EU[hl], pq, pk, HQ[rr], VS[rr], BETA[hl], kq, rg, in, d_base, o_base, hv0 + hl, vl);
+      const int64_t hv = hv0 + hl;
+      const float e = KDA ? 1.f : EU[hl];
+      const float aq = e * pq + HQ[rr];
+      const float dr = round_to(rg.d_dt, VS[rr] - BETA[hl] * e * pk);
+      store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
+      store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aq + kq * dr);
     }
     advance(hl, vl, rpp);
   }

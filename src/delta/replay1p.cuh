@@ -736,8 +736,12 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
           fp8_tc_sums(dh, dl, x, bo, t, aq, ak);
           if (!(t & 1)) {  // t = 0: row ra, t = 2: row ra + 8 (as r1b_finish_rows)
             const int vl = ra + 4 * t, r = k * V + vl;
-            r1_finish_row(Z[rl.eu + k], aq, ak, Z[rl.hq + r], Z[rl.vs + r], Z[rl.beta + k], item.kq, rg, in, d_base,
-                          o_base, hv0 + k, vl);
+            const int64_t hv = hv0 + k;
+            const float e = Z[rl.eu + k];
+            const float aqv = e * aq + Z[rl.hq + r];
+            const float dr = round_to(rg.d_dt, Z[rl.vs + r] - Z[rl.beta + k] * e * ak);
+            store_any(rg.d, rg.d_dt, d_base + hv * rg.d2 + vl, dr);
+            store_any(in.o.p, in.o.dt, o_base + hv * in.o.sh + vl, aqv + item.kq * dr);
           }
           continue;
         }
