@@ -5,7 +5,6 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <vector>
 
 #include "core/check.h"
 #include "cuda/common.cuh"

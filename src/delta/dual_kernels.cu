@@ -1,16 +1,13 @@
 // Dual pools: the high-precision fold and repack kernel (dual_fold.cuh),
 // every checkpoint dtype and both families.
 #include "delta/dual_fold.cuh"
-#include "cuda/runtime.h"
 #include "delta/kernels.h"
+#include "delta/launch_kernel.cuh"
 
 namespace replayssm::delta::cuda_impl {
 
 template <DType SD, bool KDA> void launch_dual_fold(const DualArgs& a, const Launch& l) {
-  auto k = delta_dual_fold_kernel<SD, KDA>;
-  static cuda_util::SmemLimit limit;  // per device
-  limit.ensure(reinterpret_cast<const void*>(k), l.smem, "delta dual fold");
-  k<<<dim3(l.grid[0], l.grid[1], l.grid[2]), l.threads, l.smem, reinterpret_cast<cudaStream_t>(l.stream)>>>(a);
+  launch_kernel<delta_dual_fold_kernel<SD, KDA>, false>(l, a);  // without the carveout preference
 }
 
 template void launch_dual_fold<DType::f32, false>(const DualArgs&, const Launch&);

@@ -5,29 +5,14 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda/runtime.h"
 #include "delta/kernels.h"
+#include "delta/launch_kernel.cuh"
 #include "delta/decode1.cuh"
 #include "delta/recurrent.cuh"
 #include "delta/replay.cuh"
 #include "delta/replay1.cuh"
 
 namespace replayssm::delta::cuda_impl {
-
-// Kernels above 48 KiB of dynamic shared memory opt in once per kernel and
-// device (cuda_util::SmemLimit, with the whole carveout: several resident
-// blocks of a large-shared-memory kernel need it; not a stream operation,
-// so safe during graph capture). One limit per kernel: K is a template
-// argument, so every instance has its own static.
-template <auto K>
-inline void launch_kernel(const Launch& l, const auto& args) {
-  static cuda_util::SmemLimit limit;
-  limit.ensure(reinterpret_cast<const void*>(K), l.smem, "delta kernel launch", true);
-  const dim3 grid(l.grid[0], l.grid[1], l.grid[2]);
-  const cudaStream_t st = reinterpret_cast<cudaStream_t>(l.stream);
-  if (l.dependent) (void)cuda_util::launch_dependent(K, grid, dim3(l.threads), l.smem, st, args);  // errors: check_launch
-  else K<<<grid, l.threads, l.smem, st>>>(args);
-}
 
 // K = 128 (every model shape of design §6) takes an instance with K and the
 // lanes per row as constants: the row chunks' bounds checks and the lane
