@@ -9,14 +9,17 @@
 # buffers); the B = 64 baseline rows below 0.85 of copy; then memcheck of
 # the persistent dual fp8 step (t44-call6).
 #   run: bash experiments/2026-12-05_t45/t45-call1.sh
+#   (P and LABEL pick another pack and its build label; t47 runs it on
+#   gpubin-x/t46m.tar.xz, label m5223, whose kernels are SASS-identical.)
 set -u
 cd "$(dirname "$0")/../.."
 nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv,noheader
-P=gpubin-x/t45a.tar.xz
+P=${P:-gpubin-x/t45a.tar.xz}
+LABEL=${LABEL:-ce9aa8c}
 d=$(mktemp -d)
 xz -dc $P | tar -C "$d" -x
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-timeout 110 "$cs" --tool memcheck --error-exitcode 3 "$d/ce9aa8c/replayssm_gpu_tests" \
+timeout 110 "$cs" --tool memcheck --error-exitcode 3 "$d/$LABEL/replayssm_gpu_tests" \
   --gtest_filter='Part/DualDeltaGpuPersistentStep.MatchCpu/0' --gtest_brief=1 > "$OUT/memcheck.txt" 2>&1
 echo "memcheck rc=$?"
 tail -n 4 "$OUT/memcheck.txt"
