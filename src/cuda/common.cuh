@@ -37,6 +37,22 @@ cudaError_t launch_dependent(Kernel k, dim3 grid, dim3 block, size_t smem, cudaS
   return cudaLaunchKernelEx(&cfg, k, args...);
 }
 
+// Launches kernel K with `smem` bytes of dynamic shared memory, raising its
+// limit first where that is above 48 KiB: once per kernel and device
+// (SmemLimit; not a stream operation, so safe during graph capture; K is a
+// template argument, so every instance keeps its own limit). CARVEOUT: also
+// prefer the whole carveout (several resident blocks of a large-shared-memory
+// kernel). `dependent`: as the stream's previous kernel's programmatic
+// dependent (launch_dependent). Launch errors: check_launch(fn) after it.
+template <auto K, bool CARVEOUT = false, class... Args>
+void launch_smem(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool dependent, const char* fn,
+                 const Args&... args) {
+  static SmemLimit limit;
+  limit.ensure(reinterpret_cast<const void*>(K), smem, fn, CARVEOUT);
+  if (dependent) (void)launch_dependent(K, grid, block, smem, stream, args...);
+  else K<<<grid, block, smem, stream>>>(args...);
+}
+
 // a / b for 0 <= a < 2^22 and b >= 1, exact: the fp32 quotient estimate is
 // within one of a / b there (inputs exact, __fdividef within 2 ulp), and
 // one correction step fixes it. About half the instructions of the

@@ -194,8 +194,10 @@ int sm_count() { return cuda_util::device_sm_count(132); }
 // width, double data rate); 0 when the driver does not say.
 double peak_gbps() { return cuda_util::device_peak_gbps(); }
 
-Launch launch_of(unsigned x, unsigned y, unsigned z, int threads, size_t smem, const Exec& e) {
-  return Launch{{x, y, z}, threads, smem, reinterpret_cast<CUstream_st*>(e.stream)};
+Launch launch_of(const char* fn, unsigned x, unsigned y, unsigned z, int threads, size_t smem, const Exec& e) {
+  Launch l{{x, y, z}, threads, smem, reinterpret_cast<CUstream_st*>(e.stream)};
+  l.fn = fn;
+  return l;
 }
 
 using cuda_util::env_int;
@@ -277,7 +279,7 @@ void run_recurrent(const char* fn, RecArgs& a, const Tensor& state, const Dims& 
       return size_t(decode1_layout(is_kda(d), int(d.K), u.nh, rbm, nch, (rbm + rpp - 1) / rpp, u.kpb).total) * 4;
     };
     const size_t smem = smem_of(t);
-    Launch l = launch_of(unsigned((G * t.kpb / t.nh) * a.vtiles), unsigned(d.H / t.kpb), unsigned(rows),
+    Launch l = launch_of(fn, unsigned((G * t.kpb / t.nh) * a.vtiles), unsigned(d.H / t.kpb), unsigned(rows),
                          DECODE1_THREADS, smem, exec);
     // The last r rows (heuristics.h DECODE1_TAIL_ROWS; REPLAYSSM_D1_TAIL_ROWS
     // = r for measurements, 0 none) in smaller tiles at the end of a 1-D
@@ -308,7 +310,8 @@ void run_recurrent(const char* fn, RecArgs& a, const Tensor& state, const Dims& 
   const int rb = rows_per_block(REC_THREADS, REC_ROWS, a.lpr);
   const int fold_L = a.rings.d ? a.rings.L : 0;
   const size_t smem = size_t(rec_layout(is_kda(d), int(d.K), a.tc, fold_L, rb).total) * 4;
-  const Launch l = launch_of(unsigned((d.V + rb - 1) / rb), unsigned(d.HV), unsigned(rows), REC_THREADS, smem, exec);
+  const Launch l =
+      launch_of(fn, unsigned((d.V + rb - 1) / rb), unsigned(d.HV), unsigned(rows), REC_THREADS, smem, exec);
   dispatch<RecOp>(state.dtype, is_kda(d), a, l);
   cuda_util::check_launch(fn);
 }
@@ -755,7 +758,7 @@ void run_eager(const char* fn, const ReplayArgs& ra, DType sd, const Dims& d, co
   const int rpp = DECODE1_THREADS / a.lpr;
   const size_t smem = size_t(decode1_layout(kda, int(d.K), 1, vt, nch, (vt + rpp - 1) / rpp, 1, int(d.L)).total) * 4;
   check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda eager step's shared memory");
-  const Launch l = launch_of(unsigned(G * a.vtiles), unsigned(d.H), unsigned(d.B), DECODE1_THREADS, smem, exec);
+  const Launch l = launch_of(fn, unsigned(G * a.vtiles), unsigned(d.H), unsigned(d.B), DECODE1_THREADS, smem, exec);
   // Two resident blocks per SM leave the fold its registers (no spills) but
   // a grid beyond them would run in two waves (GDN HV64 fp32 B = 3: 13.6
   // against 10.5 µs, perf_notes_delta.md, "the eager instance's registers"):
@@ -836,12 +839,12 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
                        "workspace");
       // dual: the preparation is the fold's programmatic dependent (a
       // flushing row's item waits for the fold's grid)
-      Launch lp = launch_of(pp.prep_grid, 1, 1, P1_WARPS * 32, pp.prep_smem, exec);
+      Launch lp = launch_of(fn, pp.prep_grid, 1, 1, P1_WARPS * 32, pp.prep_smem, exec);
       lp.dependent = dual != nullptr;
       if (dual) dual->before();
       kda ? launch_prep1<true>(a, lp) : launch_prep1<false>(a, lp);
       cuda_util::check_launch(fn);
-      Launch l = launch_of(pp.grid, 1, 1, pp.threads, pp.smem, exec);
+      Launch l = launch_of(fn, pp.grid, 1, 1, pp.threads, pp.smem, exec);
       l.dependent = true;
       if (qf == QF_FP8) kda ? launch_replay1p_quant<QF_FP8, true>(a, l) : launch_replay1p_quant<QF_FP8, false>(a, l);
       else if (qf == QF_NVFP4) kda ? launch_replay1p_quant<QF_NVFP4, true>(a, l) : launch_replay1p_quant<QF_NVFP4, false>(a, l);
@@ -867,7 +870,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     }
 #endif
     check::require(smem <= 227 * 1024, fn, "pool.L", "L too large for the cuda replay kernel's shared memory");
-    Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
+    Launch l = launch_of(fn, unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                          REPLAY1_THREADS, smem, exec);
     // dual: overlaps the fold; rows that flush wait for it on the device
     l.dependent = dual != nullptr;
@@ -887,7 +890,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     a.vtiles = int((d.V + tile.vt - 1) / tile.vt);
     const size_t smem = plan.smem;
     check::require(smem <= 227 * 1024, fn, "pool.L", "L + T too large for the cuda replay kernel's shared memory");
-    const Launch l = launch_of(unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
+    const Launch l = launch_of(fn, unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                                REPLAY_THREADS, smem, exec);
     a.rec_pf = dual ? 0 : replay_spec_prefetch_distance(kda, d.B, sms);
     if (dual) dual->before();
@@ -956,7 +959,7 @@ void run_dual_fold(const char* fn, int op, const DeltaPool& pool, const QuantLay
   // (REPLAYSSM_FOLD_HPB overrides the heads per block, for measurements)
   const int hpb = dual_fold_heads_per_block(d.HV, d.HV / d.H, n, sm_count(), mma && !is_kda(d));
   a.hpb = int(std::clamp<int64_t>(env_int("REPLAYSSM_FOLD_HPB", hpb), 1, d.HV));
-  const Launch l = launch_of(unsigned((d.HV + a.hpb - 1) / a.hpb), unsigned(n), 1, DUAL_THREADS, smem, exec);
+  const Launch l = launch_of(fn, unsigned((d.HV + a.hpb - 1) / a.hpb), unsigned(n), 1, DUAL_THREADS, smem, exec);
   if (mma) {
     static TimelineDump blocks{std::getenv("FOLD_TIMING"), size_t(1) << 17};  // per-block timelines (dual_fold_stamp)
     a.timing = timeline_stamps(blocks, size_t(l.grid[0]) * l.grid[1]);
@@ -1141,7 +1144,7 @@ void run_fold(const char* fn, const DeltaPool& pool, const Tensor& slot, int64_t
   a.status = exec.device_status;
   const int per_block = REC_THREADS / a.lpr;
   const size_t smem = a.rings.d ? size_t(align4(int64_t(d.L) * d.K) + align4(d.K)) * 4 : 0;
-  const Launch l = launch_of(unsigned((d.V + per_block - 1) / per_block), unsigned(d.HV), unsigned(d.B),
+  const Launch l = launch_of(fn, unsigned((d.V + per_block - 1) / per_block), unsigned(d.HV), unsigned(d.B),
                              REC_THREADS, smem, exec);
   dispatch<FoldOp>(pool.state.dtype, is_kda(d), a, l);
   cuda_util::check_launch(fn);

@@ -156,10 +156,8 @@ __global__ void __launch_bounds__(SHARED_THREADS) delta_decode_shared_kernel(con
 template <bool KDA>
 void launch(const TokenArgs& in, const SharedArgs& e, unsigned grid, size_t smem, cudaStream_t stream,
             const char* fn) {
-  auto* k = delta_decode_shared_kernel<KDA>;
-  static cuda_util::SmemLimit limit;  // per device
-  limit.ensure(reinterpret_cast<const void*>(k), smem, fn);
-  k<<<grid, SHARED_THREADS, smem, stream>>>(in, e);
+  cuda_util::launch_smem<delta_decode_shared_kernel<KDA>>(dim3(grid), dim3(SHARED_THREADS), smem, stream, false, fn,
+                                                          in, e);
   cuda_util::check_launch(fn);
 }
 

@@ -18,6 +18,8 @@ struct Launch {
   // (cuda_util::launch_dependent): it must wait (griddepcontrol.wait) before
   // reading what that kernel writes.
   bool dependent = false;
+  // The API function, for errors raised at the launch (launch_kernel).
+  const char* fn = "delta kernel launch";
 };
 
 template <DType SD, bool KDA> void launch_recurrent(const RecArgs& a, const Launch& l);

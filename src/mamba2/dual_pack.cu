@@ -584,9 +584,8 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
 
 template <DType SD, bool MULTI>
 void run_pack(const DualPackParams& d, unsigned grid, size_t smem, cudaStream_t stream, const char* fn) {
-  static cuda_util::SmemLimit limit;  // per device
-  limit.ensure(reinterpret_cast<const void*>(mamba2_dual_pack_kernel<SD, MULTI>), smem, fn);
-  mamba2_dual_pack_kernel<SD, MULTI><<<grid, KERNEL_THREADS, smem, stream>>>(d);
+  cuda_util::launch_smem<mamba2_dual_pack_kernel<SD, MULTI>>(dim3(grid), dim3(KERNEL_THREADS), smem, stream, false,
+                                                            fn, d);
   cuda_util::check_launch(fn);
 }
 template <DType SD>

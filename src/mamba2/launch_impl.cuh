@@ -11,16 +11,12 @@
 
 namespace replayssm::mamba2::kern {
 
-// Raises a kernel's dynamic shared memory limit once per size increase on
-// each device (cuda_util::SmemLimit; not a stream operation, so graph
-// capture is unaffected).
+// One launch of K (cuda_util::launch_smem: the shared-memory opt-in per
+// kernel and device, plain or programmatic dependent), checked.
 template <auto K>
 void run_kernel(const Params& p, const LaunchCfg& c) {
   if (c.grid.x == 0) return;
-  static cuda_util::SmemLimit limit;
-  limit.ensure(reinterpret_cast<const void*>(K), c.smem, c.fn);
-  if (c.dependent) (void)cuda_util::launch_dependent(K, c.grid, dim3(KERNEL_THREADS), c.smem, c.stream, p);
-  else K<<<c.grid, KERNEL_THREADS, c.smem, c.stream>>>(p);
+  cuda_util::launch_smem<K>(c.grid, dim3(KERNEL_THREADS), c.smem, c.stream, c.dependent, c.fn, p);
   cuda_util::check_launch(c.fn);
 }
 

@@ -133,10 +133,8 @@ __global__ void __launch_bounds__(SHARED_THREADS) mamba2_decode_shared_kernel(co
 template <DType AD>
 void launch(const Params& p, const SharedArgs& e, unsigned grid, size_t smem, cudaStream_t stream,
             const char* fn) {
-  auto* k = mamba2_decode_shared_kernel<AD>;
-  static cuda_util::SmemLimit limit;  // per device
-  limit.ensure(reinterpret_cast<const void*>(k), smem, fn);
-  k<<<grid, SHARED_THREADS, smem, stream>>>(p, e);
+  cuda_util::launch_smem<mamba2_decode_shared_kernel<AD>>(dim3(grid), dim3(SHARED_THREADS), smem, stream, false, fn,
+                                                          p, e);
   cuda_util::check_launch(fn);
 }
 
