@@ -356,6 +356,7 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
   p.rec_pf = replay1_prefetch_distance(p.B, p.T, p.dual, ss, info.sms, cuda_util::env_int("REPLAYSSM_M2_PF", -1));
   p.t1_l2pf = qf != QF_NONE ? 0
                             : replay1_sweep_prefetch(t.blocks, int(p.T), p.dual, ss, info.sms,
+                                                     cuda_util::device_peak_gbps(),
                                                      cuda_util::env_int("REPLAYSSM_M2_T1_L2PF", -1));
   LaunchCfg c = config(fn, p, t, p.r1.bytes, exec, 1, info);
   c.dependent = dependent;

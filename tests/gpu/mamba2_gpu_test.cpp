@@ -486,19 +486,25 @@ TEST(Mamba2Gpu, ReplayPrefetchRule) {
 // The T = 1 stream's sweep-ahead L2 prefetch rule (no GPU needed,
 // heuristics.h replay1_sweep_prefetch): one sweep ahead for T = 1 fp32
 // steps from 16 blocks per SM on (H128: 8 heads per block, 16 blocks per
-// row, so B = 256 but not B = 64 on 132 SMs); never for 16-bit states, dual
-// steps or T > 1, even with an override; an override sets the distance.
+// row, so B = 256 but not B = 64 on 132 SMs) on devices below 4 TB/s (an
+// H100, 3,352 GB/s; not an H200, 4,800, nor a device that reports none);
+// never for 16-bit states, dual steps or T > 1, even with an override; an
+// override sets the distance on any device.
 TEST(Mamba2Gpu, ReplaySweepPrefetchRule) {
-  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, false, 4, 132), 1);
-  EXPECT_EQ(mamba2::replay1_sweep_prefetch(132 * 16, 1, false, 4, 132), 1);
-  EXPECT_EQ(mamba2::replay1_sweep_prefetch(132 * 16 - 1, 1, false, 4, 132), 0);
-  EXPECT_EQ(mamba2::replay1_sweep_prefetch(64 * 16, 1, false, 4, 132), 0);
-  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, false, 2, 132), 0);
-  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 5, false, 4, 132), 0);
-  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, true, 4, 132), 0);
-  EXPECT_EQ(mamba2::replay1_sweep_prefetch(64 * 16, 1, false, 4, 132, 2), 2);
-  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, false, 4, 132, 0), 0);
-  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, false, 2, 132, 1), 0);
+  const double h100 = 3352.3, h200 = 4800.0;
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, false, 4, 132, h100), 1);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(132 * 16, 1, false, 4, 132, h100), 1);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(132 * 16 - 1, 1, false, 4, 132, h100), 0);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(64 * 16, 1, false, 4, 132, h100), 0);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, false, 4, 132, h200), 0);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, false, 4, 132, 0.0), 0);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, false, 2, 132, h100), 0);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 5, false, 4, 132, h100), 0);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, true, 4, 132, h100), 0);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(64 * 16, 1, false, 4, 132, h100, 2), 2);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(64 * 16, 1, false, 4, 132, h200, 1), 1);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, false, 2, 132, h100, 1), 0);
+  EXPECT_EQ(mamba2::replay1_sweep_prefetch(256 * 16, 1, false, 4, 132, h100, 0), 0);
 }
 
 // The sweep-ahead prefetch forced (REPLAYSSM_M2_T1_L2PF = 1, 3; by default
