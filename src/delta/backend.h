@@ -61,12 +61,12 @@ struct SpecChoice {
 SpecChoice spec_choice(const Dims& d, DType state, int sms, const QuantLayout* copy = nullptr);
 // The persistent T = 1 kernel's choice for contiguous rings of these record
 // dtypes (delta_launch.cu, replay1p_plan; REPLAYSSM_R1P applies): taken,
-// stages, grid, shared memory bytes; copy: the step on a dual pool's read copy
+// stages, result buffers, grid, shared memory bytes; copy: the step on a dual pool's read copy
 // of that layout; gbps: the device's peak memory bandwidth (heuristics.h
 // r1p_stage_cap; 0: the defaults, as on the H200). For tests.
 struct Replay1PChoice {
   bool use = false;
-  int nst = 0, threads = 0;  // stages; threads per block (consumer warps + 2)
+  int nst = 0, nb = 0, threads = 0;  // stages; result buffers; threads per block (consumer warps + 2)
   int64_t grid = 0, smem = 0;
 };
 Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms,

@@ -556,7 +556,8 @@ bool bulk_records(const Tensor& t, int64_t bytes) {
 // fill the shared memory its NB result buffers and flush area (none for a
 // dual step) leave (at most R1P_MAX_STAGES; for 16-bit states and packed
 // copies on devices of less bandwidth than the H200 at most heuristics.h's
-// r1p_stage_cap).
+// r1p_stage_cap; KDA's, but on nvfp4 copies, at most R1P_KDA_STAGES with
+// R1P_KDA_RESULT_BUFFERS result buffers).
 // REPLAYSSM_R1P=0 never takes it; =1 whenever it fits, a captured step
 // without device scratch then being an Error naming `workspace` (tests at
 // small batches); =2 whenever it fits, such a step taking the blocks as by
@@ -600,9 +601,12 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   const int64_t sw = packed ? d.V : r1b_sweep_rows(kda, int(ss), warps);
   const int64_t swb = packed ? r1q_sweep_bytes(qf == QF_NVFP4, int(d.V), qg.scale_row_bytes) : sw * R1B_K * ss;
   const R1PRes rl = r1p_res(kda, int(d.K), int(d.L), int(G), int(rb));
-  const int nb = std::clamp(env_int("REPLAYSSM_R1P_NB", kda ? 8 : 6), 2, 16);
+  const bool kda_few = kda && qf != QF_NVFP4;  // heuristics.h R1P_KDA_STAGES
+  const int nb = std::clamp(env_int("REPLAYSSM_R1P_NB", kda_few ? R1P_KDA_RESULT_BUFFERS : kda ? 8 : 6), 2, 16);
   const int64_t fixed = r1p_layout(rl, int(d.L), int(rb), int(dsz), swb, 0, nb, !dual).total * 4;
-  const int nst = int(std::min<int64_t>(env_int("REPLAYSSM_R1P_NST", r1p_stage_cap(swb, !packed && ss == 4, gbps, R1P_MAX_STAGES)),
+  int cap = r1p_stage_cap(swb, !packed && ss == 4, gbps, R1P_MAX_STAGES);
+  if (kda_few) cap = std::min(cap, R1P_KDA_STAGES);
+  const int nst = int(std::min<int64_t>(env_int("REPLAYSSM_R1P_NST", cap),
                                         std::min<int64_t>(R1P_MAX_STAGES, (227 * 1024 - fixed) / swb)));
   if (nst < 2) return p;
   p.use = true;
@@ -1048,7 +1052,7 @@ size_t workspace_bytes(SsmOp op, const Dims& d) {
 Replay1PChoice replay1p_choice(const Dims& d, DType state, DType d_dtype, DType k_dtype, int sms,
                                const QuantLayout* copy, double gbps) {
   const Replay1PPlan p = contiguous_replay1p_plan(d, state, d_dtype, k_dtype, sms, gbps, copy);
-  return Replay1PChoice{p.use, p.nst, p.threads, int64_t(p.grid), int64_t(p.smem)};
+  return Replay1PChoice{p.use, p.nst, p.nb, p.threads, int64_t(p.grid), int64_t(p.smem)};
 }
 
 void replay_step(const DeltaStep& step, const DeltaPool& pool, const Tensor& num_accepted,

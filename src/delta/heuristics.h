@@ -315,6 +315,17 @@ inline bool r1p_dual_by_default(int64_t items, int sm_count) {
 // copies (9 KiB sweeps; t43-call1: even) their eight. A device that reports
 // no bandwidth (0) keeps the defaults.
 inline constexpr double R1P_FULL_STAGES_GBPS = 4000.0;
+// KDA's persistent step (not on nvfp4 copies) takes at most three stages and
+// four result buffers on every device. Against the rule above, B = 256,
+// L = 16, µs: on the H200 (experiments/2026-12-06_t47/README.md, two rounds)
+// bf16 196.9–197.2 → 192.0–192.3, dual fp8 235.0–235.3 → 231.3, fp32 218.7
+// → 217.6–217.7, nvfp4 copies 281.0–281.6 → 281.5–281.6; on an H100
+// (t41-call4) bf16 −2.7 %, dual fp8 −1.1 %, fp32 even; on an H100 as the
+// default of one binary (t48, B = 128 / 256 / 512) bf16 122.7 / 210.9 / 395.3
+// → 122.6 / 205.6 / 391.3, dual fp8 134.2 / 244.4 / 437.2 → 130.1 / 244.0 /
+// 436.6, fp32 even. GDN within 0.3 % either way keeps the rule above.
+inline constexpr int R1P_KDA_STAGES = 3;
+inline constexpr int R1P_KDA_RESULT_BUFFERS = 4;
 inline constexpr int64_t R1P_INFLIGHT_BYTES = int64_t(76) << 10;
 inline int r1p_stage_cap(int64_t sweep_bytes, bool fp32_state, double peak_gbps, int max_stages) {
   if (fp32_state || !(peak_gbps > 0.0) || peak_gbps >= R1P_FULL_STAGES_GBPS) return max_stages;

@@ -685,7 +685,7 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
   EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::gdn, 16, 64, 256, 16), H, H, H, sms).nst, 5);
   const auto k = delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 16), F, F, H, sms);
   EXPECT_TRUE(k.use);
-  EXPECT_EQ(k.nst, 5);                     // 64-row sweeps of 32 KiB
+  EXPECT_EQ(k.nst, 3);                     // 64-row sweeps of 32 KiB, R1P_KDA_STAGES
   EXPECT_EQ(k.threads, 16 * 32 + 64);      // fp32 KDA: 16 consumer warps
   EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 16), H, H, H, sms).threads, 8 * 32 + 64);
   // one item per claim: a one-row batch's grid is its items (key heads)
@@ -701,26 +701,39 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
   // below the H200's bandwidth at most 76 KiB of stages (heuristics.h
   // r1p_stage_cap): on an H100 (3,352 GB/s) 32 KiB sweeps of a bf16 state keep
   // two stages, 16 KiB sweeps and fp8 copies four, nvfp4 copies their eight,
-  // fp32 states as many as fit
+  // fp32 states as many as fit; KDA (R1P_KDA_STAGES) at most three stages
+  // with four result buffers on every device, but on nvfp4 copies
   {
     constexpr double H100 = 3352.0, H200 = 4915.0;
     auto nst = [&](DeltaFamily f, int64_t H_, int64_t HV, DType st, double gbps, const QuantLayout* lay = nullptr) {
       return delta::cuda::replay1p_choice(t1_dims(f, H_, HV, 256, 16), st, st, H, sms, lay, gbps).nst;
     };
+    auto nb = [&](DeltaFamily f, int64_t H_, int64_t HV, DType st, const QuantLayout* lay = nullptr) {
+      return delta::cuda::replay1p_choice(t1_dims(f, H_, HV, 256, 16), st, st, H, sms, lay, H200).nb;
+    };
     EXPECT_EQ(nst(DeltaFamily::gdn, 16, 64, H, H100), 2);
     EXPECT_EQ(nst(DeltaFamily::gdn, 16, 64, F, H100), nst(DeltaFamily::gdn, 16, 64, F, H200));
-    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, F, H100), 5);
-    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, H, H100), 4);
+    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, F, H100), 3);
+    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, H, H100), 3);
     EXPECT_EQ(nst(DeltaFamily::gdn, 16, 64, H, H200), 5);
-    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, F, H200), 5);
-    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, H, H200), nst(DeltaFamily::kda, 32, 32, H, 0.0));
+    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, F, H200), 3);
+    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, H, H200), 3);
+    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, H, 0.0), 3);
+    EXPECT_EQ(nb(DeltaFamily::kda, 32, 32, F), 4);
+    EXPECT_EQ(nb(DeltaFamily::kda, 32, 32, H), 4);
+    EXPECT_EQ(nb(DeltaFamily::gdn, 16, 64, H), 6);
     const QuantLayout fp8 = quant_layout(ReadFormat::fp8_e4m3, 128, 128);
     const QuantLayout fp4 = quant_layout(ReadFormat::nvfp4, 128, 128);
+    EXPECT_EQ(nst(DeltaFamily::gdn, 16, 64, F, H100, &fp8), 4);
+    EXPECT_GT(nst(DeltaFamily::gdn, 16, 64, F, H200, &fp8), 4);
+    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, F, H100, &fp8), 3);
+    EXPECT_EQ(nst(DeltaFamily::kda, 32, 32, F, H200, &fp8), 3);
+    EXPECT_EQ(nb(DeltaFamily::kda, 32, 32, F, &fp8), 4);
+    EXPECT_EQ(nb(DeltaFamily::kda, 32, 32, F, &fp4), 8);
+    EXPECT_GT(nst(DeltaFamily::kda, 32, 32, F, H200, &fp4), 3);
     for (DeltaFamily f : {DeltaFamily::gdn, DeltaFamily::kda}) {
       const int64_t Hh = f == DeltaFamily::gdn ? 16 : 32, HV = f == DeltaFamily::gdn ? 64 : 32;
-      EXPECT_EQ(nst(f, Hh, HV, F, H100, &fp8), 4);
       EXPECT_EQ(nst(f, Hh, HV, F, H100, &fp4), nst(f, Hh, HV, F, H200, &fp4));
-      EXPECT_GT(nst(f, Hh, HV, F, H200, &fp8), 4);
     }
   }
   EXPECT_TRUE(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 32), F, F, H, sms).use);
