@@ -9,7 +9,7 @@
 #   run: bash experiments/2026-12-06_t47/t47-call4.sh
 set -u
 cd "$(dirname "$0")/../.."
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: no figures"; exit 0; }
+nvidia-smi --query-gpu=name --format=csv,noheader
 ENVS="def:X=0;pf0:REPLAYSSM_M2_PF=0;pf66:REPLAYSSM_M2_PF=66;pf264:REPLAYSSM_M2_PF=264" \
 BENCH_ARGS="--family mamba2 --preset nemotron3 --batch 256,512 --L 16 --state fp32 --modes replay --target-ms 2" \
   PACK=gpubin-x/t47k.tar.xz REPS=2 OUT=$OUT/m2pf timeout 150 bash scripts/gpu_compare.sh > /dev/null 2>&1
