@@ -15,16 +15,9 @@ cd "$(dirname "$0")/../.."
 nvidia-smi --query-gpu=name --format=csv,noheader
 d=$(mktemp -d)
 xz -dc gpubin-x/t48c.tar.xz | tar -C "$d" -x
-pids=()
-for i in 0 1 2 3 4 5 6 7; do
-  REPLAYSSM_P1_SPLIT=50 GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i timeout 170 "$d/ps2/replayssm_gpu_tests" --gtest_brief=1 \
-    --gtest_filter='DeltaGpu.Persistent*:DeltaGpu.PrepSplitRule:DeltaGpuArena.PersistentStep:Part/DualDeltaGpuPersistentStep.*:DualDeltaGpu.GraphReplayT1PersistentWorkspace' \
-    > "$OUT/tests$i.txt" 2>&1 &
-  pids+=($!)
-done
-rc=0; for p in "${pids[@]}"; do wait "$p" || rc=1; done
-echo "tests (split 50 %) rc=$rc"; cat "$OUT"/tests?.txt | grep -E "FAILED|PASSED|tests from" | tail -n 12
-(cd "$OUT" && tar czf tests.tgz tests?.txt && rm -f tests?.txt)
+REPLAYSSM_P1_SPLIT=50 bash scripts/gpu_shard_tests.sh "$d/ps2/replayssm_gpu_tests" \
+  'DeltaGpu.Persistent*:DeltaGpu.PrepSplitRule:DeltaGpuArena.PersistentStep:Part/DualDeltaGpuPersistentStep.*:DualDeltaGpu.GraphReplayT1PersistentWorkspace' \
+  "$OUT"
 ENVS="p100:X=0;s50:REPLAYSSM_P1_SPLIT=50;s60:REPLAYSSM_P1_SPLIT=60;s70:REPLAYSSM_P1_SPLIT=70;s80:REPLAYSSM_P1_SPLIT=80" ONLY=ps2 BENCH_ARGS="\
 --family gdn,kda --preset qwen35-122b,kimi --batch 128,256,512 --L 16 --state bf16 --modes replay --target-ms 2;\
 --family kda --preset kimi --batch 256 --L 16 --state fp32 --modes replay --target-ms 2" \
