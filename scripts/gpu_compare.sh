@@ -16,6 +16,8 @@
 # (default 300), REPS (default 1). Output under $OUT: log.txt, compare.jsonl
 # (the rows; relabel `commit` and drop the build folders from `command`
 # before committing them under bench/results).
+# BENCH_TIMEOUT_S: the limit of each benchmark invocation (default 300; a
+# hung step is cut there, noted in the log, and the table still printed).
 # ENVS: runtime variants of every build, ';'-separated LABEL:VAR=VALUE[,VAR=VALUE]
 # entries (e.g. "pf0:REPLAYSSM_M2_PF=0;pf132:REPLAYSSM_M2_PF=132"); each
 # variant's rows carry `commit` BUILD:LABEL and alternate like builds.
@@ -68,8 +70,14 @@ for (( rep = 1; rep <= ${REPS:-1}; ++rep )); do
         done
       fi
       # shellcheck disable=SC2086  # args is a word list
-      env "${vars[@]}" REPLAYSSM_COMMIT="$run" "$work/$b/replayssm" bench --backend cuda $args --out "$work/x.jsonl" > "$work/x.txt" 2>&1 || {
-        rc=1; tail -n 5 "$work/x.txt" | tee -a "$log"; }
+      timeout -k 10 "${BENCH_TIMEOUT_S:-300}" env "${vars[@]}" REPLAYSSM_COMMIT="$run" "$work/$b/replayssm" bench \
+        --backend cuda $args --out "$work/x.jsonl" > "$work/x.txt" 2>&1
+      brc=$?
+      if (( brc != 0 )); then
+        rc=1
+        (( brc == 124 || brc == 137 )) && echo "bench cut at ${BENCH_TIMEOUT_S:-300} s: $run $args" | tee -a "$log"
+        tail -n 5 "$work/x.txt" | tee -a "$log"
+      fi
       [[ -s $work/x.jsonl ]] && python3 -c '
 import json, sys
 rep = int(sys.argv[1])

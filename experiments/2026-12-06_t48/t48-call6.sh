@@ -21,7 +21,7 @@ REPLAYSSM_P1_SPLIT=50 bash scripts/gpu_shard_tests.sh "$d/ps2/replayssm_gpu_test
 ENVS="p100:X=0;s50:REPLAYSSM_P1_SPLIT=50;s60:REPLAYSSM_P1_SPLIT=60;s70:REPLAYSSM_P1_SPLIT=70;s80:REPLAYSSM_P1_SPLIT=80" ONLY=ps2 BENCH_ARGS="\
 --family gdn,kda --preset qwen35-122b,kimi --batch 128,256,512 --L 16 --state bf16 --modes replay --target-ms 2;\
 --family kda --preset kimi --batch 256 --L 16 --state fp32 --modes replay --target-ms 2" \
-  PACK=gpubin-x/t48c.tar.xz REPS=2 OUT=$OUT/cmp timeout 300 bash scripts/gpu_compare.sh > /dev/null 2>&1
+  BENCH_TIMEOUT_S=60 PACK=gpubin-x/t48c.tar.xz REPS=2 OUT=$OUT/cmp timeout 320 bash scripts/gpu_compare.sh > /dev/null 2>&1
 echo "compare rc=$?"
 sed -n '/^µs per step/,$p' "$OUT/cmp/log.txt"
 mkdir -p "$OUT/tl"
