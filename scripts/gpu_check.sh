@@ -284,12 +284,19 @@ stage_bench_full() {
   return $rc
 }
 
+# verify, then verify again with every launch finishing before the next
+# starts (CUDA_LAUNCH_BLOCKING=1) and the persistent T = 1 step forced
+# (REPLAYSSM_R1P=1): no kernel may wait for work of a launch after it (a
+# programmatic dependent need not run beside its primary: t49's split
+# preparation hung so, experiments/2026-12-06_t49/README.md).
 stage_verify() {
   [[ -x $CLI ]] || { echo "no $CLI"; return 1; }
+  local rc=0
   # shellcheck disable=SC2086
-  logged timeout "$(fit 150)" "$CLI" verify $VERIFY_ARGS
-  local rc=$?
-  tail -n 6 "$LOG"
+  logged timeout "$(fit 150)" "$CLI" verify $VERIFY_ARGS || rc=1
+  # shellcheck disable=SC2086
+  logged timeout "$(fit 150)" env CUDA_LAUNCH_BLOCKING=1 REPLAYSSM_R1P=1 "$CLI" verify $VERIFY_ARGS || rc=1
+  tail -n 12 "$LOG"
   return $rc
 }
 
