@@ -143,7 +143,7 @@ int current_device(const char* fn) {
 namespace {
 struct DeviceAttrs {
   std::once_flag once;
-  int sms = 0;
+  int sms = 0, smem_optin = 0, smem_per_sm = 0;
   double gbps = 0.0;
   std::atomic<bool> supported{false};  // require_supported_device passed on it
 };
@@ -157,8 +157,12 @@ const DeviceAttrs* current_attrs() {
   if (dev < 0 || dev >= ATTR_DEVICES) return nullptr;
   DeviceAttrs& a = device_attrs[dev];
   std::call_once(a.once, [&] {
-    int sms = 0, khz = 0, bits = 0;
+    int sms = 0, khz = 0, bits = 0, optin = 0, per_sm = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) a.sms = sms;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess)
+      a.smem_optin = optin;
+    if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess)
+      a.smem_per_sm = per_sm;
     if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess)
       a.gbps = 2.0 * double(khz) * 1e3 * double(bits) / 8.0 / 1e9;
@@ -176,6 +180,23 @@ int device_sm_count(int fallback) {
 double device_peak_gbps() {
   const DeviceAttrs* a = current_attrs();
   return a ? a->gbps : 0.0;
+}
+
+DeviceLimits device_limits(const char* fn) {
+  const int dev = current_device(fn);
+  DeviceLimits l;
+  if (const DeviceAttrs* a = current_attrs()) {
+    l = DeviceLimits{a->sms, a->smem_optin, a->smem_per_sm};
+  } else {  // beyond the table: asked each time
+    check(cudaDeviceGetAttribute(&l.sms, cudaDevAttrMultiProcessorCount, dev), fn, "device attribute");
+    check(cudaDeviceGetAttribute(&l.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), fn,
+          "device attribute");
+    check(cudaDeviceGetAttribute(&l.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev), fn,
+          "device attribute");
+  }
+  check::require(l.sms > 0 && l.smem_optin > 0 && l.smem_per_sm > 0, fn, "device attribute",
+                 "the driver did not report the device's multiprocessors and shared memory");
+  return l;
 }
 
 void SmemLimit::ensure(const void* kernel, std::size_t smem, const char* fn, bool carveout) {

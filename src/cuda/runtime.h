@@ -39,6 +39,13 @@ int current_device(const char* fn);
 // say.
 int device_sm_count(int fallback);
 double device_peak_gbps();
+// Multiprocessors and shared memory (bytes: the opt-in limit of a block, the
+// total of an SM) of the current device, from the same query once per
+// device; throws replayssm::Error naming fn when the driver does not say.
+struct DeviceLimits {
+  int sms = 0, smem_optin = 0, smem_per_sm = 0;
+};
+DeviceLimits device_limits(const char* fn);
 
 // One kernel's dynamic shared-memory limit, raised where a launch needs more
 // than the default 48 KiB. cudaFuncSetAttribute applies to the current

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/device_class.h"
 #include "replayssm/delta.h"
 
 namespace replayssm::delta::cuda_impl {
@@ -299,11 +300,11 @@ inline bool r1p_dual_by_default(int64_t items, int sm_count) {
   return items >= R1P_DUAL_MIN_ITEMS_PER_SM * std::max(sm_count, 1);
 }
 
-// The persistent stream's stages: as many as fit (at most max_stages) where
-// the device's peak memory bandwidth is at least R1P_FULL_STAGES_GBPS (the
-// H200's 4.8 TB/s, where the defaults were measured) and for sweeps of an
-// fp32 state, else at most R1P_INFLIGHT_BYTES of sweeps in flight per SM (at
-// least two stages). On an H100 (3.35 TB/s), B = 256, L = 16, with the
+// The persistent stream's stages: as many as fit (at most max_stages) on a
+// device of the H200's class (core/device_class.h h200_class: 4.8 TB/s,
+// where the defaults were measured, or no bandwidth reported) and for sweeps
+// of an fp32 state, else at most R1P_INFLIGHT_BYTES of sweeps in flight per
+// SM (at least two stages). On an H100 (3.35 TB/s), B = 256, L = 16, with the
 // per-warp stage release of 9744c67 (experiments/2026-12-05_t41/README.md,
 // t41-call4, µs, as many stages as fit against this rule's count): GDN HV64
 // bf16 (32 KiB sweeps, 2 stages) 287.3 → 285.2, KDA bf16 (16 KiB, 4) 211.2
@@ -312,9 +313,7 @@ inline bool r1p_dual_by_default(int64_t items, int sm_count) {
 // consumer warps): two stages 281.8 → 281.6 there, but 281.4 → 284.3 in
 // t43-call1 (experiments/2026-12-05_t43/README.md), so fp32 states keep
 // their five. 76 KiB gives each of the others its count and leaves nvfp4
-// copies (9 KiB sweeps; t43-call1: even) their eight. A device that reports
-// no bandwidth (0) keeps the defaults.
-inline constexpr double R1P_FULL_STAGES_GBPS = 4000.0;
+// copies (9 KiB sweeps; t43-call1: even) their eight.
 // KDA's persistent step (not on nvfp4 copies) takes at most three stages and
 // four result buffers on every device. Against the rule above, B = 256,
 // L = 16, µs: on the H200 (experiments/2026-12-06_t47/README.md, two rounds)
@@ -328,7 +327,7 @@ inline constexpr int R1P_KDA_STAGES = 3;
 inline constexpr int R1P_KDA_RESULT_BUFFERS = 4;
 inline constexpr int64_t R1P_INFLIGHT_BYTES = int64_t(76) << 10;
 inline int r1p_stage_cap(int64_t sweep_bytes, bool fp32_state, double peak_gbps, int max_stages) {
-  if (fp32_state || !(peak_gbps > 0.0) || peak_gbps >= R1P_FULL_STAGES_GBPS) return max_stages;
+  if (fp32_state || h200_class(peak_gbps)) return max_stages;
   return int(std::clamp<int64_t>(R1P_INFLIGHT_BYTES / std::max<int64_t>(sweep_bytes, 1), 2, max_stages));
 }
 

@@ -70,6 +70,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/device_class.h"
 #include "core/eager.h"
 #include "replayssm/types.h"
 
@@ -230,16 +231,16 @@ inline int replay1_prefetch_distance(int64_t B, int T, bool dual, int state_size
 // both, so from min_blocks_per_sm blocks per SM on (B = 256 at H128: 31;
 // B = 64: 7.8). On the H200 it is slower: H128 fp32 B = 256 318.1–318.6
 // against 314.7–315.1 µs without it (experiments/2026-12-06_t47, two
-// rounds), so only on devices that report a peak bandwidth below
-// SWEEP_PREFETCH_MAX_GBPS (the H100's 3.35 TB/s, not the H200's 4.8).
+// rounds), so only on devices that report a peak bandwidth below the
+// H200's class (core/device_class.h: the H100's 3.35 TB/s, not the H200's
+// 4.8).
 // override >= 0 (REPLAYSSM_M2_T1_L2PF) sets the distance for every such
 // step (measurements and tests).
-inline constexpr double SWEEP_PREFETCH_MAX_GBPS = 4000.0;
 inline int replay1_sweep_prefetch(int64_t blocks, int T, bool dual, int state_size, int sms, double peak_gbps,
                                   int override_distance = -1, int64_t min_blocks_per_sm = 16) {
   if (T != 1 || dual || state_size != 4) return 0;
   if (override_distance >= 0) return override_distance;
-  if (!(peak_gbps > 0.0) || peak_gbps >= SWEEP_PREFETCH_MAX_GBPS) return 0;
+  if (h200_class(peak_gbps)) return 0;
   return blocks >= min_blocks_per_sm * std::max(sms, 1) ? 1 : 0;
 }
 

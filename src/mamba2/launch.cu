@@ -5,7 +5,6 @@
 // indices, cursors and accepted counts are checked on the device
 // (Exec::device_status).
 #include <algorithm>
-#include <mutex>
 #include <string>
 
 #include "core/check.h"
@@ -74,32 +73,6 @@ namespace {
 using kern::LaunchCfg;
 using kern::Mode;
 using kern::Params;
-
-struct DeviceInfo {
-  int sms = 0;
-  int smem_optin = 0;
-  int smem_per_sm = 0;
-};
-DeviceInfo query_device_info(const char* fn, int dev) {
-  DeviceInfo i;
-  cuda_util::check(cudaDeviceGetAttribute(&i.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), fn,
-                   "device attribute");
-  cuda_util::check(cudaDeviceGetAttribute(&i.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev),
-                   fn, "device attribute");
-  cuda_util::check(cudaDeviceGetAttribute(&i.sms, cudaDevAttrMultiProcessorCount, dev), fn,
-                   "device attribute");
-  return i;
-}
-// Queried once per device (a failed query throws and is retried next time).
-DeviceInfo device_info(const char* fn) {
-  constexpr int CACHED = 64;
-  static DeviceInfo cache[CACHED];
-  static std::once_flag once[CACHED];
-  const int dev = cuda_util::current_device(fn);
-  if (dev < 0 || dev >= CACHED) return query_device_info(fn, dev);
-  std::call_once(once[dev], [&] { cache[dev] = query_device_info(fn, dev); });
-  return cache[dev];
-}
 
 // Activation dtype → f.template operator()<AD>().
 template <class Fn>
@@ -188,7 +161,7 @@ RowGeometry geometry(const char* fn, Params& p, DType state) {
 }
 
 LaunchCfg config(const char* fn, Params& p, const Tile& t, int64_t smem_bytes, const Exec& exec,
-                 int vpl, const DeviceInfo& info) {
+                 int vpl, const cuda_util::DeviceLimits& info) {
   check::require(smem_bytes <= info.smem_optin, fn, "x",
                  "the tile needs " + std::to_string(smem_bytes) + " bytes of shared memory (T = " +
                      std::to_string(p.T) + ", L = " + std::to_string(p.L) + "), the device offers " +
@@ -238,7 +211,7 @@ int hot_unroll(const RowGeometry&) { return 1; }
 
 // Decode and snapshot decode share one kernel.
 void launch_decode_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec) {
-  const DeviceInfo info = device_info(fn);
+  const cuda_util::DeviceLimits info = cuda_util::device_limits(fn);
   const RowGeometry g = hot(fn, p, state);
   auto smem = [&](int64_t nh, int64_t np) {
     return 4 * (p.eager ? eager_decode_smem_floats(p.T, g.ns, nh, np, p.L) : decode_smem_floats(p.T, g.ns, nh, np));
@@ -278,7 +251,7 @@ void launch_fold_kernel(const char* fn, Params& p, const Mamba2Pool& pool, const
     p.A = static_cast<const float*>(pool.A.data);
     p.A_s = pool.A.stride[0];
   }
-  const DeviceInfo info = device_info(fn);
+  const cuda_util::DeviceLimits info = cuda_util::device_limits(fn);
   const RowGeometry g = geometry(fn, p, pool.state.dtype);
   auto smem = [&](int64_t nh, int64_t) { return 4 * fold_smem_floats(p.L, g.ns, nh); };
   const Tile t = choose_tile(p.B, p.H, p.G, p.P, rows_per_pass(g, 2), info.sms, smem);
@@ -328,7 +301,7 @@ constexpr int64_t REPLAY1_SMEM = 113 * 1024;
 // dependent: launched as the previous kernel's programmatic dependent.
 void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec,
                            int qf = QF_NONE, bool dependent = false) {
-  const DeviceInfo info = device_info(fn);
+  const cuda_util::DeviceLimits info = cuda_util::device_limits(fn);
   const int ss = qf != QF_NONE ? 1 : int(dtype_size(state)), as = int(dtype_size(act));
   const int srb = qf != QF_NONE ? int(p.q_srb) : 0;
   const int64_t row_bytes = qf == QF_NONE    ? int64_t(kern::R1_N) * ss
@@ -389,7 +362,7 @@ bool replay1_qfits(const Params& p, int qf) {
 // Everything is validated before the first launch.
 void dual_replay_step(const char* fn, const Params& base, const Mamba2Pool& pool, DType act,
                       const Exec& exec) {
-  const DeviceInfo info = device_info(fn);
+  const cuda_util::DeviceLimits info = cuda_util::device_limits(fn);
   const Tensor& rc = pool.read_copy;
   const ReadFormat fmt = pool.read_format;
   Params p = base;
@@ -450,7 +423,7 @@ void dual_replay_step(const char* fn, const Params& base, const Mamba2Pool& pool
 
 // Dual precision after prefill / flush: re-pack the copy of every row.
 void dual_repack(const char* fn, const Params& p, const Mamba2Pool& pool, DType rec, const Exec& exec) {
-  const DeviceInfo info = device_info(fn);
+  const cuda_util::DeviceLimits info = cuda_util::device_limits(fn);
   kern::launch_dual_pack(fn, p, pool.read_copy, pool.read_format, pool.state.dtype, rec, false,
                          info.sms, info.smem_optin, info.smem_per_sm, cuda_util::stream_of(exec));
 }
@@ -501,7 +474,7 @@ void prefill(const Mamba2Prefill& pf, const Mamba2Pool& pool, const Dims& d, con
   set_prefill(p, pf);
   set_slot(p, pf.slot, pf.pad_slot_id);
   set_pool(p, pool);
-  const DeviceInfo info = device_info(fn);
+  const cuda_util::DeviceLimits info = cuda_util::device_limits(fn);
   const RowGeometry g = geometry(fn, p, pool.state.dtype);
   const Tile t = prefill_tile(p.B, p.H, p.G, p.P, g);
   const LaunchCfg c = config(fn, p, t, 4 * prefill_smem_floats(p.L, g.ns, t.nh), exec, MAX_VPL, info);
@@ -541,7 +514,7 @@ void replay_step(const Mamba2Step& step, const Mamba2Pool& pool, const Tensor& n
     launch_replay1_kernel(fn, p, pool.state.dtype, step.x.dtype, exec);
     return launch_cursor(fn, p, Mode::step, exec);
   }
-  const DeviceInfo info = device_info(fn);
+  const cuda_util::DeviceLimits info = cuda_util::device_limits(fn);
   const RowGeometry g = hot(fn, p, pool.state.dtype);
   const int64_t act_size = int64_t(dtype_size(step.x.dtype));
   auto smem = [&](int64_t nh, int64_t np) { return replay_smem(p.T, p.L, g.ns, nh, np, act_size).bytes; };
