@@ -197,28 +197,14 @@ gtest_run() {
 }
 
 # The GPU tests spend most of their time in the fp64 CPU reference, so they
-# run as TEST_SHARDS parallel GoogleTest shards (one process each).
+# run as TEST_SHARDS parallel GoogleTest shards (one process each;
+# scripts/gpu_shard_tests.sh).
 stage_test() {
-  local rc=0 bin=$BUILD_DIR/replayssm_gpu_tests shards=${TEST_SHARDS:-16} i pids=()
+  local rc=0 bin=$BUILD_DIR/replayssm_gpu_tests shards=${TEST_SHARDS:-16}
   [[ -x $bin ]] || { echo "missing $bin"; return 1; }
-  for ((i = 0; i < shards; i++)); do
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "$(fit 300)" "$bin" \
-      --gtest_output="json:$OUT/gpu_tests_$i.json" --gtest_brief=1 > "$OUT/shard_$i.log" 2>&1 &
-    pids+=($!)
-  done
-  for ((i = 0; i < shards; i++)); do wait "${pids[$i]}" || rc=1; done
-  for ((i = 0; i < shards; i++)); do cat "$OUT/shard_$i.log" >> "$LOG"; rm -f "$OUT/shard_$i.log"; done
-  python3 - "$OUT" "$shards" <<'PY' > "$OUT/gpu_tests.json.tmp" && mv "$OUT/gpu_tests.json.tmp" "$OUT/gpu_tests.json"
-import json, sys, os
-out, n = sys.argv[1], int(sys.argv[2])
-merged = {"testsuites": []}
-for i in range(n):
-    p = os.path.join(out, f"gpu_tests_{i}.json")
-    if os.path.exists(p):
-        merged["testsuites"] += json.load(open(p)).get("testsuites", [])
-        os.remove(p)
-print(json.dumps(merged, indent=1))
-PY
+  JSON=$OUT/gpu_tests.json LOG=$LOG bash "$ROOT/scripts/gpu_shard_tests.sh" "$bin" '*' "$OUT" "$shards" "$(fit 300)" \
+    | grep -E '^(tests rc|shard )'
+  (( PIPESTATUS[0] == 0 )) || rc=1
   STAGE_NOTE+="replayssm_gpu_tests ($shards shards): $(gtest_counts "$OUT/gpu_tests.json"); "
   grep -E '^\[  FAILED  \]' "$LOG" | sort -u | head -n 20
   if [[ ${SKIP_CPU_TESTS:-0} != 1 ]]; then
