@@ -150,26 +150,28 @@ struct DeviceAttrs {
 constexpr int ATTR_DEVICES = 64;
 DeviceAttrs device_attrs[ATTR_DEVICES];
 
-// The current device's attributes, queried on its first use; null when the
-// runtime cannot name the device (or it lies beyond the table).
-const DeviceAttrs* current_attrs() {
-  const int dev = check::current_cuda_device();
+// A device's attributes (0 where the driver does not report one).
+void query_attrs(int dev, DeviceAttrs& a) {
+  int sms = 0, khz = 0, bits = 0, optin = 0, per_sm = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) a.sms = sms;
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess)
+    a.smem_optin = optin;
+  if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess)
+    a.smem_per_sm = per_sm;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess)
+    a.gbps = 2.0 * double(khz) * 1e3 * double(bits) / 8.0 / 1e9;
+  (void)cudaGetLastError();  // an attribute the driver does not report is not sticky
+}
+// Device dev's attributes, queried on its first use; null beyond the table.
+const DeviceAttrs* attrs_of(int dev) {
   if (dev < 0 || dev >= ATTR_DEVICES) return nullptr;
   DeviceAttrs& a = device_attrs[dev];
-  std::call_once(a.once, [&] {
-    int sms = 0, khz = 0, bits = 0, optin = 0, per_sm = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) a.sms = sms;
-    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess)
-      a.smem_optin = optin;
-    if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess)
-      a.smem_per_sm = per_sm;
-    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
-        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess)
-      a.gbps = 2.0 * double(khz) * 1e3 * double(bits) / 8.0 / 1e9;
-    (void)cudaGetLastError();  // an attribute the driver does not report is not sticky
-  });
+  std::call_once(a.once, [&] { query_attrs(dev, a); });
   return &a;
 }
+// The current device's; null when the runtime cannot name it.
+const DeviceAttrs* current_attrs() { return attrs_of(check::current_cuda_device()); }
 }  // namespace
 
 int device_sm_count(int fallback) {
@@ -184,16 +186,13 @@ double device_peak_gbps() {
 
 DeviceLimits device_limits(const char* fn) {
   const int dev = current_device(fn);
-  DeviceLimits l;
-  if (const DeviceAttrs* a = current_attrs()) {
-    l = DeviceLimits{a->sms, a->smem_optin, a->smem_per_sm};
-  } else {  // beyond the table: asked each time
-    check(cudaDeviceGetAttribute(&l.sms, cudaDevAttrMultiProcessorCount, dev), fn, "device attribute");
-    check(cudaDeviceGetAttribute(&l.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), fn,
-          "device attribute");
-    check(cudaDeviceGetAttribute(&l.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev), fn,
-          "device attribute");
+  DeviceAttrs beyond;  // beyond the table: asked each time
+  const DeviceAttrs* a = attrs_of(dev);
+  if (!a) {
+    query_attrs(dev, beyond);
+    a = &beyond;
   }
+  const DeviceLimits l{a->sms, a->smem_optin, a->smem_per_sm};
   check::require(l.sms > 0 && l.smem_optin > 0 && l.smem_per_sm > 0, fn, "device attribute",
                  "the driver did not report the device's multiprocessors and shared memory");
   return l;

@@ -314,6 +314,12 @@ inline bool r1p_dual_by_default(int64_t items, int sm_count) {
 // t43-call1 (experiments/2026-12-05_t43/README.md), so fp32 states keep
 // their five. 76 KiB gives each of the others its count and leaves nvfp4
 // copies (9 KiB sweeps; t43-call1: even) their eight.
+inline constexpr int64_t R1P_INFLIGHT_BYTES = int64_t(76) << 10;
+inline int r1p_stage_cap(int64_t sweep_bytes, bool fp32_state, double peak_gbps, int max_stages) {
+  if (fp32_state || h200_class(peak_gbps)) return max_stages;
+  return int(std::clamp<int64_t>(R1P_INFLIGHT_BYTES / std::max<int64_t>(sweep_bytes, 1), 2, max_stages));
+}
+
 // KDA's persistent step (not on nvfp4 copies) takes at most three stages and
 // four result buffers on every device. Against the rule above, B = 256,
 // L = 16, µs: on the H200 (experiments/2026-12-06_t47/README.md, two rounds)
@@ -325,11 +331,6 @@ inline bool r1p_dual_by_default(int64_t items, int sm_count) {
 // 436.6, fp32 even. GDN within 0.3 % either way keeps the rule above.
 inline constexpr int R1P_KDA_STAGES = 3;
 inline constexpr int R1P_KDA_RESULT_BUFFERS = 4;
-inline constexpr int64_t R1P_INFLIGHT_BYTES = int64_t(76) << 10;
-inline int r1p_stage_cap(int64_t sweep_bytes, bool fp32_state, double peak_gbps, int max_stages) {
-  if (fp32_state || h200_class(peak_gbps)) return max_stages;
-  return int(std::clamp<int64_t>(R1P_INFLIGHT_BYTES / std::max<int64_t>(sweep_bytes, 1), 2, max_stages));
-}
 
 // Value heads per block of the dual fold (dual_fold*.cuh): few blocks for
 // the rows that do not flush (they only read a cursor), yet many resident
