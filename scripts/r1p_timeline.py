@@ -3,7 +3,8 @@
 
 Reads the dump that R1P_TIMING=file makes the CLI write at exit (the latest
 launch: size_t n, then 16 u64 %globaltimer stamps per item: 0 the loader
-reaches the item, 1 its header is known, 2 its copies are issued, 8 the
+reaches the item, 1 its header is known, 2 its copies are issued, 3 / 4 the
+history warp starts / ends its rows (branch t50-hist, perf_notes_delta.md v53; 0 otherwise), 8 the
 consumers start it, 9 its first sweep landed, 10 done, 11 SM | flags << 32,
 12 / 13 its preparing warp's start / end, 14 its token prepared, 15 its
 keys and decays done)
@@ -37,6 +38,9 @@ def main():
         "cons: start after issue (8-2)": (2, 8), "cons: start -> first sweep (9-8)": (8, 9),
         "cons: item (10-8)": (8, 10),
     }
+    if any(st[i][4] for i in live):
+        stages.update({"hist: start after issue (3-2)": (2, 3), "hist: rows (4-3)": (3, 4),
+                       "hist: done before cons start (8-4)": (4, 8)})
     for name, (a, b) in stages.items():
         print(f"{name:40s} {med([st[i][b] - st[i][a] for i in live]):8.2f}")
     print(f"{'cons: flushing item (10-8)':40s} {med([st[i][10] - st[i][8] for i in fl]):8.2f}")
