@@ -273,18 +273,22 @@ inline int replay_spec_prefetch_distance(bool kda, int64_t B, int sm_count) {
 // step in two kernels"). A captured step that has no device scratch for it (no
 // Exec::workspace and no library buffer of the stream) takes the blocks
 // instead: the same arithmetic (DeltaGpu.PersistentMatchesBlockKernel).
-// Below the H200's class (core/device_class.h h200_class) 16-bit GDN and
-// fp32 KDA states keep the blocks at every batch: on an H100 (t50-call6,
-// experiments/2026-12-06_t50/README.md, two rounds, L = 16, µs, persistent
-// against blocks) GDN HV64 bf16 B = 128 / 256 / 512 148.7 / 280.4 / 540.6
-// against 139.0 / 256.2 / 495.7, KDA fp32 144.0 / 277.0 / 535.0 against
-// 137.2 / 260.5 / 508.6; 16-bit KDA keeps the thresholds (B = 256 / 512
-// 203.5 / 386.9 against 228.4 / 444.0; even at B = 128).
+// Below the H200's class (core/device_class.h h200_class) fp32 KDA states
+// and 16-bit GDN states of three or more value heads per key head (G, an
+// item's heads) keep the blocks at every batch: on an H100 (t50-call6 and
+// -call8, experiments/2026-12-06_t50/README.md, two rounds, L = 16, µs,
+// persistent against blocks) GDN HV64 bf16 B = 128 / 256 / 512 148.7 /
+// 280.4 / 540.6 against 139.0 / 256.2 / 495.7, HV48 B = 256 / 512 219.6 /
+// 417.3 against 214.6 / 413.0, KDA fp32 B = 128 / 256 / 512 144.0 / 277.0 /
+// 535.0 against 137.2 / 260.5 / 508.6; GDN HV32 (G = 2) and 16-bit KDA keep
+// the thresholds (HV32 B = 256 / 512 157.9 / 294.3 against 180.0 / 342.4,
+// KDA bf16 203.5 / 386.9 against 228.4 / 444.0; even at B = 128).
 inline constexpr int64_t R1P_MIN_STATE_PER_SM_GDN16 = int64_t(7) << 18;  // 1.75 MiB
 inline constexpr int64_t R1P_MIN_STATE_PER_SM_KDA16 = int64_t(1) << 20;
 inline constexpr int64_t R1P_MIN_STATE_PER_SM_KDA32 = int64_t(11) << 17;  // 1.375 MiB
-inline bool r1p_by_default(bool kda, int64_t state_size, int64_t state_bytes, int sm_count, double peak_gbps) {
-  if (!h200_class(peak_gbps) && (!kda || state_size == 4)) return false;
+inline bool r1p_by_default(bool kda, int64_t state_size, int64_t state_bytes, int sm_count, double peak_gbps,
+                           int64_t G) {
+  if (!h200_class(peak_gbps) && (kda ? state_size == 4 : G >= 3)) return false;
   const int64_t per_sm = state_size == 2 ? (kda ? R1P_MIN_STATE_PER_SM_KDA16 : R1P_MIN_STATE_PER_SM_GDN16)
                          : kda && state_size == 4 ? R1P_MIN_STATE_PER_SM_KDA32
                                                   : -1;
@@ -303,14 +307,15 @@ inline bool r1p_by_default(bool kda, int64_t state_size, int64_t state_bytes, in
 // at B = 256 / 512: fp8 286.3 → 241.9 / 542.1 → 437.4, nvfp4 350.4 → 297.9 /
 // 671.3 → 558.7, bf16 283.1 → 248.1 / 525.6 → 448.1. Slower at 7.8 items per
 // SM (GDN B = 64), faster from 15.5 (the threshold lies between). Below
-// the H200's class GDN's bf16 / f16 copies (`gdn16`) keep the blocks: on an
-// H100 (t50-call6, as above) B = 128 / 256 / 512 203.3 / 362.3 / 678.7
-// against 201.2 / 343.3 / 631.7; its fp8 / nvfp4 copies and every KDA copy
-// are faster persistent there too (GDN fp8 B = 256 294.0 against 329.9, KDA
-// bf16 254.5 against 270.6).
+// the H200's class GDN's bf16 / f16 copies of G >= 3 (`gdn16_wide`, as the
+// states above) keep the blocks: on an H100 (t50-call6, as above) HV64
+// B = 128 / 256 / 512 203.3 / 362.3 / 678.7 against 201.2 / 343.3 / 631.7;
+// HV32's (t50-call8, B = 256 207.5 against 237.2), GDN's fp8 / nvfp4 copies
+// and every KDA copy are faster persistent there too (GDN HV64 fp8 B = 256
+// 294.0 against 329.9, KDA bf16 254.5 against 270.6).
 inline constexpr int64_t R1P_DUAL_MIN_ITEMS_PER_SM = 12;
-inline bool r1p_dual_by_default(int64_t items, int sm_count, bool gdn16, double peak_gbps) {
-  if (gdn16 && !h200_class(peak_gbps)) return false;
+inline bool r1p_dual_by_default(int64_t items, int sm_count, bool gdn16_wide, double peak_gbps) {
+  if (gdn16_wide && !h200_class(peak_gbps)) return false;
   return items >= R1P_DUAL_MIN_ITEMS_PER_SM * std::max(sm_count, 1);
 }
 

@@ -634,7 +634,7 @@ TEST(DeltaGpu, EachDevice) {
 // 132 SMs), bf16 / f16 KDA states of 1 MiB (32 × 128 from B = 132), fp32 KDA
 // states of 1.375 MiB (from B = 91), never for fp32 GDN, and for a dual pool's
 // read copy of any format from 12 items per SM; below the H200's bandwidth
-// only 16-bit KDA states and the copies but GDN's bf16 / f16 ones; with REPLAYSSM_R1P=1 at the
+// not fp32 KDA states, nor 16-bit GDN states and copies of G >= 3; with REPLAYSSM_R1P=1 at the
 // production shapes at any batch, not beyond L = 32, its stages filling what
 // its result buffers and flush area leave of 227 KiB (GDN fp32 d records:
 // four 32 KiB stages; bf16 d: five; KDA fp32: five of 32 KiB, its 16 consumer
@@ -658,9 +658,10 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
     EXPECT_EQ(dflt(DeltaFamily::kda, 32, 32, B, F), B >= 91) << B;
   }
   // below the H200's bandwidth class (an H100, 3,352 GB/s; heuristics.h
-  // r1p_by_default) 16-bit GDN and fp32 KDA states keep the blocks at every
-  // batch, 16-bit KDA keeps its threshold; the H200 and an unreported
-  // bandwidth (0) take the defaults above
+  // r1p_by_default) fp32 KDA states and 16-bit GDN states of G >= 3 value
+  // heads per key head (HV48, HV64) keep the blocks at every batch; GDN
+  // HV32 (G = 2) and 16-bit KDA keep their thresholds; the H200 and an
+  // unreported bandwidth (0) take the defaults above
   {
     constexpr double H100 = 3352.0, H200 = 4915.0;
     auto at = [&](DeltaFamily f, int64_t H_, int64_t HV, int64_t B, DType st, double gbps) {
@@ -669,6 +670,8 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
     for (int64_t B : {128, 256, 512}) {
       for (DType st : {H, DType::f16}) {
         EXPECT_FALSE(at(DeltaFamily::gdn, 16, 64, B, st, H100)) << B;
+        EXPECT_FALSE(at(DeltaFamily::gdn, 16, 48, B, st, H100)) << B;
+        EXPECT_EQ(at(DeltaFamily::gdn, 16, 32, B, st, H100), B >= 231) << B;  // 1.75 MiB per SM of 1 MiB rows
         EXPECT_TRUE(at(DeltaFamily::gdn, 16, 64, B, st, H200)) << B;
         EXPECT_EQ(at(DeltaFamily::kda, 32, 32, B, st, H100), B >= 132) << B;
       }
@@ -676,8 +679,9 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
       EXPECT_TRUE(at(DeltaFamily::kda, 32, 32, B, F, H200)) << B;
       EXPECT_TRUE(at(DeltaFamily::kda, 32, 32, B, F, 0.0)) << B;
     }
-    // a dual step's copy: GDN's bf16 / f16 copies keep the blocks there, its
-    // fp8 / nvfp4 copies and every KDA copy take the step from 12 items per SM
+    // a dual step's copy: GDN HV64's bf16 / f16 copies keep the blocks there,
+    // HV32's, its fp8 / nvfp4 copies and every KDA copy take the step from 12
+    // items per SM
     for (ReadFormat fmt : {ReadFormat::bf16, ReadFormat::f16, ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
       const QuantLayout lay = quant_layout(fmt, 128, 128);
       const bool u16 = fmt == ReadFormat::bf16 || fmt == ReadFormat::f16;
@@ -685,6 +689,7 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
         return delta::cuda::replay1p_choice(t1_dims(f, H_, HV, 256, 16), F, F, H, sms, &lay, gbps).use;
       };
       EXPECT_EQ(dual(DeltaFamily::gdn, 16, 64, H100), !u16);
+      EXPECT_TRUE(dual(DeltaFamily::gdn, 16, 32, H100));
       EXPECT_TRUE(dual(DeltaFamily::gdn, 16, 64, H200));
       EXPECT_TRUE(dual(DeltaFamily::kda, 32, 32, H100));
     }
