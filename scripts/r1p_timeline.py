@@ -4,10 +4,10 @@
 Reads the dump that R1P_TIMING=file makes the CLI write at exit (the latest
 launch: size_t n, then 16 u64 %globaltimer stamps per item: 0 the loader
 reaches the item, 1 its header is known, 2 its copies are issued, 3 / 4 the
-history warp starts / ends its rows (branch t50-hist, perf_notes_delta.md v53; 0 otherwise), 8 the
-consumers start it, 9 its first sweep landed, 10 done, 11 SM | flags << 32,
-12 / 13 its preparing warp's start / end, 14 its token prepared, 15 its
-keys and decays done)
+history warp starts / ends its rows (branch t50-hist, perf_notes_delta.md
+v53; 0 otherwise), 8 the consumers start it, 9 its first sweep landed, 10
+done, 11 SM | flags << 32, 12 / 13 its preparing warp's start / end, 14 its
+token prepared, 15 its keys and decays done)
 and prints medians (µs) of each stage over the live items that do not
 flush, the flushing items' consumer time, and per SM the items, flushes and
 end time (from the launch's first stamp).

@@ -634,8 +634,9 @@ TEST(DeltaGpu, EachDevice) {
 // 132 SMs), bf16 / f16 KDA states of 1 MiB (32 × 128 from B = 132), fp32 KDA
 // states of 1.375 MiB (from B = 91), never for fp32 GDN, and for a dual pool's
 // read copy of any format from 12 items per SM; below the H200's bandwidth
-// not fp32 KDA states, nor 16-bit GDN states and copies of G >= 3; with REPLAYSSM_R1P=1 at the
-// production shapes at any batch, not beyond L = 32, its stages filling what
+// not fp32 KDA states, nor 16-bit GDN states and copies of G >= 3; with
+// REPLAYSSM_R1P=1 at the production shapes at any batch, not beyond L = 32,
+// its stages filling what
 // its result buffers and flush area leave of 227 KiB (GDN fp32 d records:
 // four 32 KiB stages; bf16 d: five; KDA fp32: five of 32 KiB, its 16 consumer
 // warps' 64-row sweeps; every other instance 8 consumer warps), a
@@ -671,7 +672,9 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
       for (DType st : {H, DType::f16}) {
         EXPECT_FALSE(at(DeltaFamily::gdn, 16, 64, B, st, H100)) << B;
         EXPECT_FALSE(at(DeltaFamily::gdn, 16, 48, B, st, H100)) << B;
-        EXPECT_EQ(at(DeltaFamily::gdn, 16, 32, B, st, H100), B >= 231) << B;  // 1.75 MiB per SM of 1 MiB rows
+        EXPECT_EQ(at(DeltaFamily::gdn, 16, 48, B, st, H200), B >= 154) << B;  // 1.75 MiB per SM, 1.5 MiB rows
+        EXPECT_EQ(at(DeltaFamily::gdn, 16, 32, B, st, H100), B >= 231) << B;  // 1 MiB rows, as on the H200
+        EXPECT_EQ(at(DeltaFamily::gdn, 16, 32, B, st, H200), B >= 231) << B;
         EXPECT_TRUE(at(DeltaFamily::gdn, 16, 64, B, st, H200)) << B;
         EXPECT_EQ(at(DeltaFamily::kda, 32, 32, B, st, H100), B >= 132) << B;
       }
