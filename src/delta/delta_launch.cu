@@ -552,7 +552,8 @@ bool bulk_records(const Tensor& t, int64_t bytes) {
 // records of a key head contiguous), L <= 32, and by default (heuristics.h)
 // a state of enough bytes per SM (r1p_by_default: 16-bit GDN 1.75 MiB,
 // 16-bit KDA 1 MiB, fp32 KDA 1.375 MiB, fp32 GDN never; below the H200's
-// bandwidth class neither fp32 KDA nor 16-bit GDN of G >= 3) or a dual
+// bandwidth class neither fp32 KDA nor 16-bit GDN of G >= 3, and 16-bit
+// GDN of G = 2 from 10 items per SM) or a dual
 // step's read copy from 12 items per SM (r1p_dual_by_default; below that
 // class not GDN's bf16 / f16 copies of G >= 3). The stream's stages
 // fill the shared memory its NB result buffers and flush area (none for a
@@ -598,7 +599,7 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
   const int64_t items = d.B * d.H;
   if (mode != 1 && mode != 2 &&
       !(dual ? r1p_dual_by_default(items, sms, !kda && !packed && G >= 3, gbps)
-             : r1p_by_default(kda, ss, d.B * d.HV * d.V * d.K * ss, sms, gbps, G)))
+             : r1p_by_default(kda, ss, d.B * d.HV * d.V * d.K * ss, sms, gbps, G, items)))
     return p;
   const int warps = r1p_warps(kda, int(ss), dual);
   const int64_t sw = packed ? d.V : r1b_sweep_rows(kda, int(ss), warps);

@@ -280,15 +280,23 @@ inline int replay_spec_prefetch_distance(bool kda, int64_t B, int sm_count) {
 // persistent against blocks) GDN HV64 bf16 B = 128 / 256 / 512 148.7 /
 // 280.4 / 540.6 against 139.0 / 256.2 / 495.7, HV48 B = 256 / 512 219.6 /
 // 417.3 against 214.6 / 413.0, KDA fp32 B = 128 / 256 / 512 144.0 / 277.0 /
-// 535.0 against 137.2 / 260.5 / 508.6; GDN HV32 (G = 2) and 16-bit KDA keep
-// the thresholds (HV32 B = 256 / 512 157.9 / 294.3 against 180.0 / 342.4,
-// KDA bf16 203.5 / 386.9 against 228.4 / 444.0; even at B = 128).
+// 535.0 against 137.2 / 260.5 / 508.6. 16-bit KDA keeps its threshold
+// there (B = 256 / 512 203.5 / 386.9 against 228.4 / 444.0; even at
+// B = 128). 16-bit GDN of G = 2 (HV32) takes the step there from 10 items
+// (row, key head) per SM (HV32 from B = 83 at 132 SMs; t50-call8, -call10,
+// -call11: B = 32 / 64 / 96 / 128 / 160 / 256 / 512 bf16 41.7 / 59.4 / 73.6 /
+// 87.5 / 103.4 / 157.9 / 294.3 against 35.9 / 57.3 / 79.4 / 100.5 / 120.1 /
+// 180.0 / 342.4, f16 alike: the crossover between 7.8 and 11.6 items per SM).
 inline constexpr int64_t R1P_MIN_STATE_PER_SM_GDN16 = int64_t(7) << 18;  // 1.75 MiB
 inline constexpr int64_t R1P_MIN_STATE_PER_SM_KDA16 = int64_t(1) << 20;
 inline constexpr int64_t R1P_MIN_STATE_PER_SM_KDA32 = int64_t(11) << 17;  // 1.375 MiB
+inline constexpr int64_t R1P_LOW_BW_GDN2_MIN_ITEMS_PER_SM = 10;
 inline bool r1p_by_default(bool kda, int64_t state_size, int64_t state_bytes, int sm_count, double peak_gbps,
-                           int64_t G) {
-  if (!h200_class(peak_gbps) && (kda ? state_size == 4 : G >= 3)) return false;
+                           int64_t G, int64_t items) {
+  if (!h200_class(peak_gbps)) {
+    if (kda ? state_size == 4 : G >= 3) return false;
+    if (!kda && state_size == 2 && G == 2) return items >= R1P_LOW_BW_GDN2_MIN_ITEMS_PER_SM * std::max(sm_count, 1);
+  }
   const int64_t per_sm = state_size == 2 ? (kda ? R1P_MIN_STATE_PER_SM_KDA16 : R1P_MIN_STATE_PER_SM_GDN16)
                          : kda && state_size == 4 ? R1P_MIN_STATE_PER_SM_KDA32
                                                   : -1;

@@ -634,7 +634,8 @@ TEST(DeltaGpu, EachDevice) {
 // 132 SMs), bf16 / f16 KDA states of 1 MiB (32 × 128 from B = 132), fp32 KDA
 // states of 1.375 MiB (from B = 91), never for fp32 GDN, and for a dual pool's
 // read copy of any format from 12 items per SM; below the H200's bandwidth
-// not fp32 KDA states, nor 16-bit GDN states and copies of G >= 3; with
+// not fp32 KDA states, nor 16-bit GDN states and copies of G >= 3, and
+// 16-bit GDN states of G = 2 from 10 items per SM; with
 // REPLAYSSM_R1P=1 at the production shapes at any batch, not beyond L = 32,
 // its stages filling what
 // its result buffers and flush area leave of 227 KiB (GDN fp32 d records:
@@ -660,9 +661,10 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
   }
   // below the H200's bandwidth class (an H100, 3,352 GB/s; heuristics.h
   // r1p_by_default) fp32 KDA states and 16-bit GDN states of G >= 3 value
-  // heads per key head (HV48, HV64) keep the blocks at every batch; GDN
-  // HV32 (G = 2) and 16-bit KDA keep their thresholds; the H200 and an
-  // unreported bandwidth (0) take the defaults above
+  // heads per key head (HV48, HV64) keep the blocks at every batch; 16-bit
+  // GDN HV32 (G = 2) takes the step from 10 items per SM, 16-bit KDA keeps
+  // its threshold; the H200 and an unreported bandwidth (0) take the
+  // defaults above
   {
     constexpr double H100 = 3352.0, H200 = 4915.0;
     auto at = [&](DeltaFamily f, int64_t H_, int64_t HV, int64_t B, DType st, double gbps) {
@@ -673,15 +675,19 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
         EXPECT_FALSE(at(DeltaFamily::gdn, 16, 64, B, st, H100)) << B;
         EXPECT_FALSE(at(DeltaFamily::gdn, 16, 48, B, st, H100)) << B;
         EXPECT_EQ(at(DeltaFamily::gdn, 16, 48, B, st, H200), B >= 154) << B;  // 1.75 MiB per SM, 1.5 MiB rows
-        EXPECT_EQ(at(DeltaFamily::gdn, 16, 32, B, st, H100), B >= 231) << B;  // 1 MiB rows, as on the H200
-        EXPECT_EQ(at(DeltaFamily::gdn, 16, 32, B, st, H200), B >= 231) << B;
+        EXPECT_TRUE(at(DeltaFamily::gdn, 16, 32, B, st, H100)) << B;  // G = 2: from 10 items per SM there
+        EXPECT_EQ(at(DeltaFamily::gdn, 16, 32, B, st, H200), B >= 231) << B;  // 1 MiB rows
         EXPECT_TRUE(at(DeltaFamily::gdn, 16, 64, B, st, H200)) << B;
         EXPECT_EQ(at(DeltaFamily::kda, 32, 32, B, st, H100), B >= 132) << B;
       }
       EXPECT_FALSE(at(DeltaFamily::kda, 32, 32, B, F, H100)) << B;
+      EXPECT_FALSE(at(DeltaFamily::gdn, 16, 32, B, F, H100)) << B;  // fp32 GDN: never
       EXPECT_TRUE(at(DeltaFamily::kda, 32, 32, B, F, H200)) << B;
       EXPECT_TRUE(at(DeltaFamily::kda, 32, 32, B, F, 0.0)) << B;
     }
+    // HV32 (16 key heads per row) from B = 83 (10 × 132 items) below the H200's class
+    for (int64_t B : {64, 82, 83, 96})
+      for (DType st : {H, DType::f16}) EXPECT_EQ(at(DeltaFamily::gdn, 16, 32, B, st, H100), B >= 83) << B;
     // a dual step's copy: GDN HV64's bf16 / f16 copies keep the blocks there,
     // HV32's, its fp8 / nvfp4 copies and every KDA copy take the step from 12
     // items per SM
