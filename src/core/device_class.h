@@ -2,7 +2,8 @@
 // C++). The kernels' defaults were measured on the H200 (4.8 TB/s peak
 // memory bandwidth); a few rules choose otherwise on slower devices such as
 // the H100 (3.35 TB/s): delta heuristics.h r1p_stage_cap (the persistent
-// step's stages) and mamba2 heuristics.h replay1_sweep_prefetch (the T = 1
+// step's stages), r1p_by_default / r1p_dual_by_default (whether it is
+// taken) and mamba2 heuristics.h replay1_sweep_prefetch (the T = 1
 // sweep-ahead prefetch).
 #pragma once
 

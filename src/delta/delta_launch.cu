@@ -553,9 +553,9 @@ bool bulk_records(const Tensor& t, int64_t bytes) {
 // a state of enough bytes per SM (r1p_by_default: 16-bit GDN 1.75 MiB,
 // 16-bit KDA 1 MiB, fp32 KDA 1.375 MiB, fp32 GDN never; below the H200's
 // bandwidth class neither fp32 KDA nor 16-bit GDN of G >= 3, and 16-bit
-// GDN of G = 2 from 10 items per SM) or a dual
-// step's read copy from 12 items per SM (r1p_dual_by_default; below that
-// class not GDN's bf16 / f16 copies of G >= 3). The stream's stages
+// GDN of G = 2 from 10 items per SM) or a dual step's read copy from 12
+// items per SM (r1p_dual_by_default; below that class not GDN's bf16 /
+// f16 copies of G >= 3). The stream's stages
 // fill the shared memory its NB result buffers and flush area (none for a
 // dual step) leave (at most R1P_MAX_STAGES; for 16-bit states and packed
 // copies on devices of less bandwidth than the H200 at most heuristics.h's
@@ -598,7 +598,7 @@ Replay1PPlan replay1p_plan(const StateView& st, const DeltaPool& pool, DType sd,
     return p;
   const int64_t items = d.B * d.H;
   if (mode != 1 && mode != 2 &&
-      !(dual ? r1p_dual_by_default(items, sms, !kda && !packed && G >= 3, gbps)
+      !(dual ? r1p_dual_by_default(items, sms, kda, packed ? 1 : ss, G, gbps)
              : r1p_by_default(kda, ss, d.B * d.HV * d.V * d.K * ss, sms, gbps, G, items)))
     return p;
   const int warps = r1p_warps(kda, int(ss), dual);

@@ -291,10 +291,16 @@ inline constexpr int64_t R1P_MIN_STATE_PER_SM_GDN16 = int64_t(7) << 18;  // 1.75
 inline constexpr int64_t R1P_MIN_STATE_PER_SM_KDA16 = int64_t(1) << 20;
 inline constexpr int64_t R1P_MIN_STATE_PER_SM_KDA32 = int64_t(11) << 17;  // 1.375 MiB
 inline constexpr int64_t R1P_LOW_BW_GDN2_MIN_ITEMS_PER_SM = 10;
+// The rows that keep the blocks below the H200's class: fp32 KDA states,
+// 16-bit GDN states (and, r1p_dual_by_default, bf16 / f16 copies: elem_size
+// 2) of G >= 3.
+inline bool r1p_blocks_below_h200(bool kda, int64_t elem_size, int64_t G) {
+  return kda ? elem_size == 4 : elem_size == 2 && G >= 3;
+}
 inline bool r1p_by_default(bool kda, int64_t state_size, int64_t state_bytes, int sm_count, double peak_gbps,
                            int64_t G, int64_t items) {
   if (!h200_class(peak_gbps)) {
-    if (kda ? state_size == 4 : G >= 3) return false;
+    if (r1p_blocks_below_h200(kda, state_size, G)) return false;
     if (!kda && state_size == 2 && G == 2) return items >= R1P_LOW_BW_GDN2_MIN_ITEMS_PER_SM * std::max(sm_count, 1);
   }
   const int64_t per_sm = state_size == 2 ? (kda ? R1P_MIN_STATE_PER_SM_KDA16 : R1P_MIN_STATE_PER_SM_GDN16)
@@ -315,15 +321,17 @@ inline bool r1p_by_default(bool kda, int64_t state_size, int64_t state_bytes, in
 // at B = 256 / 512: fp8 286.3 → 241.9 / 542.1 → 437.4, nvfp4 350.4 → 297.9 /
 // 671.3 → 558.7, bf16 283.1 → 248.1 / 525.6 → 448.1. Slower at 7.8 items per
 // SM (GDN B = 64), faster from 15.5 (the threshold lies between). Below
-// the H200's class GDN's bf16 / f16 copies of G >= 3 (`gdn16_wide`, as the
-// states above) keep the blocks: on an H100 (t50-call6, as above) HV64
+// the H200's class GDN's bf16 / f16 copies of G >= 3 keep the blocks
+// (r1p_blocks_below_h200 with the copy's element size; a KDA copy's is
+// never 4): on an H100 (t50-call6, as above) HV64
 // B = 128 / 256 / 512 203.3 / 362.3 / 678.7 against 201.2 / 343.3 / 631.7;
 // HV32's (t50-call8, B = 256 207.5 against 237.2), GDN's fp8 / nvfp4 copies
 // and every KDA copy are faster persistent there too (GDN HV64 fp8 B = 256
 // 294.0 against 329.9, KDA bf16 254.5 against 270.6).
 inline constexpr int64_t R1P_DUAL_MIN_ITEMS_PER_SM = 12;
-inline bool r1p_dual_by_default(int64_t items, int sm_count, bool gdn16_wide, double peak_gbps) {
-  if (gdn16_wide && !h200_class(peak_gbps)) return false;
+inline bool r1p_dual_by_default(int64_t items, int sm_count, bool kda, int64_t copy_elem_size, int64_t G,
+                                double peak_gbps) {
+  if (!h200_class(peak_gbps) && r1p_blocks_below_h200(kda, copy_elem_size, G)) return false;
   return items >= R1P_DUAL_MIN_ITEMS_PER_SM * std::max(sm_count, 1);
 }
 

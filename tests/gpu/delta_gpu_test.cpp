@@ -645,6 +645,7 @@ TEST(DeltaGpu, EachDevice) {
 // REPLAYSSM_R1P=0 never.
 TEST(DeltaGpu, PersistentLaunchChoice) {
   const int sms = 132;
+  constexpr double H100 = 3352.0, H200 = 4915.0;  // peak GB/s; 0: unreported (the H200's defaults)
   const DType F = DType::f32, H = DType::bf16;
   auto dflt = [&](DeltaFamily f, int64_t H_, int64_t HV, int64_t B, DType st) {
     return delta::cuda::replay1p_choice(t1_dims(f, H_, HV, B, 16), st, st, H, sms).use;
@@ -666,7 +667,6 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
   // its threshold; the H200 and an unreported bandwidth (0) take the
   // defaults above
   {
-    constexpr double H100 = 3352.0, H200 = 4915.0;
     auto at = [&](DeltaFamily f, int64_t H_, int64_t HV, int64_t B, DType st, double gbps) {
       return delta::cuda::replay1p_choice(t1_dims(f, H_, HV, B, 16), st, st, H, sms, nullptr, gbps).use;
     };
@@ -688,30 +688,23 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
     // HV32 (16 key heads per row) from B = 83 (10 × 132 items) below the H200's class
     for (int64_t B : {64, 82, 83, 96})
       for (DType st : {H, DType::f16}) EXPECT_EQ(at(DeltaFamily::gdn, 16, 32, B, st, H100), B >= 83) << B;
-    // a dual step's copy: GDN HV64's bf16 / f16 copies keep the blocks there,
-    // HV32's, its fp8 / nvfp4 copies and every KDA copy take the step from 12
-    // items per SM
-    for (ReadFormat fmt : {ReadFormat::bf16, ReadFormat::f16, ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
-      const QuantLayout lay = quant_layout(fmt, 128, 128);
-      const bool u16 = fmt == ReadFormat::bf16 || fmt == ReadFormat::f16;
-      auto dual = [&](DeltaFamily f, int64_t H_, int64_t HV, double gbps) {
-        return delta::cuda::replay1p_choice(t1_dims(f, H_, HV, 256, 16), F, F, H, sms, &lay, gbps).use;
-      };
-      EXPECT_EQ(dual(DeltaFamily::gdn, 16, 64, H100), !u16);
-      EXPECT_TRUE(dual(DeltaFamily::gdn, 16, 32, H100));
-      EXPECT_TRUE(dual(DeltaFamily::gdn, 16, 64, H200));
-      EXPECT_TRUE(dual(DeltaFamily::kda, 32, 32, H100));
-    }
   }
   // a dual step's read copy (any format): from 12 items (row, key head) per
-  // SM, GDN HV64 (16 per row) from B = 99, KDA (32 per row) from B = 50
+  // SM, GDN HV64 (16 per row) from B = 99, KDA (32 per row) from B = 50;
+  // below the H200's class GDN HV64's bf16 / f16 copies keep the blocks,
+  // HV32's, its fp8 / nvfp4 copies and every KDA copy take the step as above
   for (ReadFormat fmt : {ReadFormat::bf16, ReadFormat::f16, ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
     const QuantLayout lay = quant_layout(fmt, 128, 128);
-    auto dual = [&](DeltaFamily f, int64_t H_, int64_t HV, int64_t B) {
-      return delta::cuda::replay1p_choice(t1_dims(f, H_, HV, B, 16), F, F, H, sms, &lay).use;
+    const bool u16 = fmt == ReadFormat::bf16 || fmt == ReadFormat::f16;
+    auto dual = [&](DeltaFamily f, int64_t H_, int64_t HV, int64_t B, double gbps = 0.0) {
+      return delta::cuda::replay1p_choice(t1_dims(f, H_, HV, B, 16), F, F, H, sms, &lay, gbps).use;
     };
     for (int64_t B : {64, 98, 99, 256, 512}) EXPECT_EQ(dual(DeltaFamily::gdn, 16, 64, B), B >= 99) << B;
     for (int64_t B : {32, 49, 50, 64, 256}) EXPECT_EQ(dual(DeltaFamily::kda, 32, 32, B), B >= 50) << B;
+    EXPECT_EQ(dual(DeltaFamily::gdn, 16, 64, 256, H100), !u16);
+    EXPECT_TRUE(dual(DeltaFamily::gdn, 16, 32, 256, H100));
+    EXPECT_TRUE(dual(DeltaFamily::gdn, 16, 64, 256, H200));
+    EXPECT_TRUE(dual(DeltaFamily::kda, 32, 32, 256, H100));
     // a read copy streams with 8 consumer warps, an fp32 checkpoint's too
     EXPECT_EQ(delta::cuda::replay1p_choice(t1_dims(DeltaFamily::kda, 32, 32, 256, 16), F, F, H, sms, &lay).threads,
               8 * 32 + 64);
@@ -751,7 +744,6 @@ TEST(DeltaGpu, PersistentLaunchChoice) {
   // fp32 states as many as fit; KDA (R1P_KDA_STAGES) at most three stages
   // with four result buffers on every device, but on nvfp4 copies
   {
-    constexpr double H100 = 3352.0, H200 = 4915.0;
     auto nst = [&](DeltaFamily f, int64_t H_, int64_t HV, DType st, double gbps, const QuantLayout* lay = nullptr) {
       return delta::cuda::replay1p_choice(t1_dims(f, H_, HV, 256, 16), st, st, H, sms, lay, gbps).nst;
     };
