@@ -102,9 +102,11 @@ inline Replay1Layout replay1_smem(int L, int T, int nh, int P, int act_size, int
   m.dec = take(4 * nh * T);                             // [nh][T]
   m.fw = take(4 * int64_t(nh) * L);                     // [nh][L]     fold weights
   m.fdec = take(4 * nh);
-  // FMA stream: the history terms per row (the tensor-core stream forms them
-  // from coef and x in its sweeps)
-  m.hist = mma ? 0 : take(4 * int64_t(T) * nh * P);     // [T][nh·P]
+  // FMA stream on a state: the history terms per row (the tensor-core stream
+  // forms them from coef and x in its sweeps, a packed copy's epilogue per
+  // row: 4 KiB less at 16 heads, so a group's 16 heads of an fp8 copy fit
+  // two 256-row stages)
+  m.hist = mma || qf != QF_NONE ? 0 : take(4 * int64_t(T) * nh * P);  // [T][nh·P]
   m.Bh = take(int64_t(act_size) * L * R1_N);            // [L][N]      B of the records
   m.xh = take(int64_t(act_size) * L * nh * m.Pp);       // [L][nh][Pp] x of the records
   m.zs = take(int64_t(act_size) * T * nh * m.Pp);       // [T][nh][Pp] z of the window
@@ -518,8 +520,9 @@ mamba2_replay1_kernel(const Params p) {
   __syncthreads();
   // hist[t][r] = D x_t[p] + Σ_{jb<=j<n} coef[t][j] x_j[p] + Σ_{u<=t} coef[t][n+u] x_u[p],
   // a thread per row for all T tokens (each x read once); the tensor-core
-  // stream forms them in its sweeps instead
-  if (!MMA) for (int r = tid; r < rows; r += KERNEL_THREADS) {
+  // stream forms them in its sweeps instead, a packed copy (T = 1, jb = 0)
+  // in its epilogue (the same sums in the same order)
+  if (!MMA && !QB) for (int r = tid; r < rows; r += KERNEL_THREADS) {
     const int hl = cuda_util::div_small(r, P), pp = r - hl * P;
     const float* c = coef + hl * T * J;
     auto xw = [&](int u) { return Traits<AD>::load(xwin[(u * NH + hl) * Pp + pp]); };
@@ -652,7 +655,17 @@ mamba2_replay1_kernel(const Params p) {
       if ((lr & (LPR / RB - 1)) == 0) {  // y = dec·(S·C_t) + hist, gate, from the lane holding the row's sum
         const int r = er0 + k * SW;
         if (r < rows) {
-          float yv = fmaf(a[0], dec[ehl], hist[r]);
+          float hr;
+          if constexpr (QB) {  // T = 1, no flush in this launch: jb = 0
+            const float* c = coef + ehl * J;
+            const float xt = Traits<AD>::load(xwin[ehl * Pp + epp]);
+            hr = Dh[ehl] * xt;
+            for (int j = 0; j < n; ++j) hr = fmaf(c[j], Traits<AD>::load(xh[(j * NH + ehl) * Pp + epp]), hr);
+            hr = fmaf(c[n], xt, hr);
+          } else {
+            hr = hist[r];
+          }
+          float yv = fmaf(a[0], dec[ehl], hr);
           if (p.z) yv = silu_gate(yv, Traits<AD>::load(zs[ehl * Pp + epp]));
           st_act<AD>(p.y, eyo, yv);
         }

@@ -334,6 +334,21 @@ TEST(DualMamba2Gpu, BulkCopyProductionTiles) {
   }
 }
 
+// The same stream with a group's 16 heads per block (H128 P64: 1,024 rows,
+// four 256-row sweeps over two stages; the packed copy's history terms are
+// formed in the epilogue, which is what leaves room for them). At B = 40 the
+// launcher would halve the tile toward four blocks per SM; one block per SM
+// as its target keeps the whole group.
+TEST(DualMamba2Gpu, BulkCopyWholeGroupTiles) {
+  RSSM_SKIP_WITHOUT_GPU();
+  ScopedEnv bps("REPLAYSSM_M2_R1_BPS", "1");
+  for (ReadFormat f : {ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
+    const RunResult r = run(Shape{128, 64, 128, 8}, DType::f32, DType::bf16, f, 505, 6, 4, {1}, 40);
+    EXPECT_GE(r.flushes, 39) << "the schedule must flush";
+    if (HasFailure()) return;
+  }
+}
+
 // One process driving two GPUs: the packed-copy stream and the pack kernel
 // (its shared-memory limit is per device) on each device in turn.
 TEST(DualMamba2Gpu, EachDevice) {
