@@ -82,9 +82,6 @@ struct DualPackParams {
   quant::Gaps gaps;
   bool fold = false;
   bool vec_state = false;  // state rows aligned for 4-element vector access
-  // fold, dense tiles (st_p == N): the block's next item's checkpoint rows
-  // into L2 while it folds this one (REPLAYSSM_M2_PACK_PF; measurement)
-  bool pf_next = false;
   PackGeom g;
 };
 
@@ -421,16 +418,6 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
       };
       place(0);
       load(true);  // in flight while the records are staged
-      if (d.pf_next && tid == 0 && item + gridDim.x < nitems) {
-        const unsigned nx = item + gridDim.x;
-        const int lx = int(nx / per_row), rx = int(nx - unsigned(lx) * per_row);
-        const int hx = int(unsigned(rx) / unsigned(nch)), cx = rx - hx * nch;
-        const int vx0 = cx * rt * g.rp, vx1 = min(g.vr, vx0 + rt * g.rp);
-        const int px0 = vx0 / g.cb, npx = (vx1 - vx0 + g.cb - 1) / g.cb;
-        cuda_util::prefetch_l2(static_cast<const st_t*>(p.state) + lslot[lx] * p.st_s + int64_t(hx) * p.st_h +
-                                   int64_t(px0) * p.st_p,
-                               uint32_t(int64_t(npx) * N * int64_t(sizeof(st_t))));
-      }
       if (n > 0) {
         switch (d.rec) {
           case DType::f32: stage_records<DType::f32>(p, slot, h, start, n, p0, np, g.nb, Bs, ws, ds); break;
@@ -631,7 +618,6 @@ void launch_dual_pack(const char* fn, const Params& p, const Tensor& read_copy, 
   const int64_t es = int64_t(dtype_size(state)), qb = 4 * es;  // bytes of 4 state elements
   d.vec_state = reinterpret_cast<uintptr_t>(p.state) % qb == 0 && (p.st_s * es) % qb == 0 &&
                 (p.st_h * es) % qb == 0 && (p.st_p * es) % qb == 0;
-  d.pf_next = fold && p.st_p == p.N && cuda_util::env_int("REPLAYSSM_M2_PACK_PF", 0) > 0;
   const int64_t smem = dual_pack_smem_bytes(d.g, p.P, fold ? p.L : 0);
   check::require(smem <= smem_optin, fn, "pool.read_copy",
                  "the dual-precision pack stages the records of a tile (" + std::to_string(smem) +

@@ -26,7 +26,8 @@
 //  3. while the first sweeps fly: the T appends, B_j·C_t, decays and
 //     coefficients (one warp per (head, t), suffix sums of δ as in
 //     replay_kernel.cuh), fold weights fw_j, fdec (flush),
-//     hist_t = D x_t + Σ_j coef_tj x_j.
+//     hist_t = D x_t + Σ_j coef_tj x_j (an fp8 copy: in phase 4's epilogue,
+//     per row, which leaves room for a group's 16 heads per block).
 //  4. the sweeps: S·C_t per row; a flush (block-uniform) first folds the
 //     row in registers (fdec·S_0 + Σ_j fw_j x_j[p] B_j, B_j converted from
 //     the staged records), rounds it, writes it once and reads it out as
@@ -102,11 +103,11 @@ inline Replay1Layout replay1_smem(int L, int T, int nh, int P, int act_size, int
   m.dec = take(4 * nh * T);                             // [nh][T]
   m.fw = take(4 * int64_t(nh) * L);                     // [nh][L]     fold weights
   m.fdec = take(4 * nh);
-  // FMA stream on a state: the history terms per row (the tensor-core stream
-  // forms them from coef and x in its sweeps, a packed copy's epilogue per
-  // row: 4 KiB less at 16 heads, so a group's 16 heads of an fp8 copy fit
-  // two 256-row stages)
-  m.hist = mma || qf != QF_NONE ? 0 : take(4 * int64_t(T) * nh * P);  // [T][nh·P]
+  // FMA stream: the history terms per row (the tensor-core stream forms them
+  // from coef and x in its sweeps, an fp8 copy's stream in its epilogue per
+  // row: 4 KiB less at 16 heads, so a group's 16 heads fit two 256-row
+  // stages of codes)
+  m.hist = mma || qf == QF_FP8 ? 0 : take(4 * int64_t(T) * nh * P);  // [T][nh·P]
   m.Bh = take(int64_t(act_size) * L * R1_N);            // [L][N]      B of the records
   m.xh = take(int64_t(act_size) * L * nh * m.Pp);       // [L][nh][Pp] x of the records
   m.zs = take(int64_t(act_size) * T * nh * m.Pp);       // [T][nh][Pp] z of the window
@@ -520,9 +521,10 @@ mamba2_replay1_kernel(const Params p) {
   __syncthreads();
   // hist[t][r] = D x_t[p] + Σ_{jb<=j<n} coef[t][j] x_j[p] + Σ_{u<=t} coef[t][n+u] x_u[p],
   // a thread per row for all T tokens (each x read once); the tensor-core
-  // stream forms them in its sweeps instead, a packed copy (T = 1, jb = 0)
+  // stream forms them in its sweeps instead, an fp8 copy's (T = 1, jb = 0)
   // in its epilogue (the same sums in the same order)
-  if (!MMA && !QB) for (int r = tid; r < rows; r += KERNEL_THREADS) {
+  constexpr bool EPI_HIST = QF == QF_FP8;
+  if (!MMA && !EPI_HIST) for (int r = tid; r < rows; r += KERNEL_THREADS) {
     const int hl = cuda_util::div_small(r, P), pp = r - hl * P;
     const float* c = coef + hl * T * J;
     auto xw = [&](int u) { return Traits<AD>::load(xwin[(u * NH + hl) * Pp + pp]); };
@@ -656,7 +658,7 @@ mamba2_replay1_kernel(const Params p) {
         const int r = er0 + k * SW;
         if (r < rows) {
           float hr;
-          if constexpr (QB) {  // T = 1, no flush in this launch: jb = 0
+          if constexpr (EPI_HIST) {  // T = 1, no flush in this launch: jb = 0
             const float* c = coef + ehl * J;
             const float xt = Traits<AD>::load(xwin[ehl * Pp + epp]);
             hr = Dh[ehl] * xt;
