@@ -23,11 +23,12 @@ done
 A="--backend cuda --family mamba2 --L 16 --target-ms 2"
 for r in 1 2; do
   echo "== round $r"
-  timeout 90 $M/replayssm bench $A --out $OUT/main.jsonl --preset nemotron3 --batch 64,128,256,512 --state fp32 --modes dual --read fp8,nvfp4,bf16 2>&1 | grep "dual/" | sed 's/^/main /'
-  timeout 90 $F/replayssm bench $A --out $OUT/fin.jsonl --preset nemotron3 --batch 64,128,256,512 --state fp32 --modes dual --read fp8,nvfp4,bf16 2>&1 | grep "dual/" | sed 's/^/fin /'
-  timeout 90 $M/replayssm bench $A --out $OUT/main.jsonl --preset nemotron-ultra --batch 64,256 --state fp32 --modes dual --read fp8 2>&1 | grep "dual/" | sed 's/^/main /'
-  timeout 90 $F/replayssm bench $A --out $OUT/fin.jsonl --preset nemotron-ultra --batch 64,256 --state fp32 --modes dual --read fp8 2>&1 | grep "dual/" | sed 's/^/fin /'
-  timeout 90 $M/replayssm bench $A --out $OUT/main.jsonl --preset nemotron3 --batch 256 --state fp32,bf16 --modes replay 2>&1 | grep " replay" | sed 's/^/main /'
-  timeout 90 $F/replayssm bench $A --out $OUT/fin.jsonl --preset nemotron3 --batch 256 --state fp32,bf16 --modes replay 2>&1 | grep " replay" | sed 's/^/fin /'
+  timeout 90 $M/replayssm bench $A --out $OUT/r${r}_main_h128.jsonl --preset nemotron3 --batch 64,128,256,512 --state fp32 --modes dual --read fp8,nvfp4,bf16 2>&1 | grep "dual/" | sed 's/^/main /'
+  timeout 90 $F/replayssm bench $A --out $OUT/r${r}_fin_h128.jsonl --preset nemotron3 --batch 64,128,256,512 --state fp32 --modes dual --read fp8,nvfp4,bf16 2>&1 | grep "dual/" | sed 's/^/fin /'
+  timeout 90 $M/replayssm bench $A --out $OUT/r${r}_main_h256.jsonl --preset nemotron-ultra --batch 64,256 --state fp32 --modes dual --read fp8 2>&1 | grep "dual/" | sed 's/^/main /'
+  timeout 90 $F/replayssm bench $A --out $OUT/r${r}_fin_h256.jsonl --preset nemotron-ultra --batch 64,256 --state fp32 --modes dual --read fp8 2>&1 | grep "dual/" | sed 's/^/fin /'
+  timeout 90 $M/replayssm bench $A --out $OUT/r${r}_main_t1.jsonl --preset nemotron3 --batch 256 --state fp32,bf16 --modes replay 2>&1 | grep " replay" | sed 's/^/main /'
+  timeout 90 $F/replayssm bench $A --out $OUT/r${r}_fin_t1.jsonl --preset nemotron3 --batch 256 --state fp32,bf16 --modes replay 2>&1 | grep " replay" | sed 's/^/fin /'
 done
-(cd "$OUT" && tar czf shards.tgz shards && rm -rf shards)
+(cd "$OUT" && cat r*_*.jsonl > rows.jsonl && rm -f r*_*.jsonl && tar czf shards.tgz shards && rm -rf shards)
+# (each bench --out file holds its own invocation's rows: the CLI rewrites it)

@@ -35,7 +35,16 @@ RSSM_MAMBA2_BACKEND_API(, const Exec& exec)
 // slabs); the backend carves exactly this layout from exec.workspace.
 WorkspacePlan workspace_plan(SsmOp op, const Dims& d, int threads);
 }
-namespace cuda { RSSM_MAMBA2_BACKEND_API(, const Exec& exec) }
+namespace cuda {
+RSSM_MAMBA2_BACKEND_API(, const Exec& exec)
+// Heads per block of the bulk-copy T = 1 / speculative replay kernel
+// (replay1_kernel.cuh) as its launcher takes them on `sms` SMs: qf 0 for a
+// state of state_size bytes, 1 / 2 for an fp8 / nvfp4 read copy with srb
+// scale bytes per row; blocks_per_sm > 0: REPLAYSSM_M2_R1_BPS's target.
+// For tests.
+int replay1_tile_heads(int64_t B, int64_t G, int64_t hpg, int64_t P, int64_t L, int64_t T, int act_size,
+                       int state_size, int qf, int srb, int sms, int blocks_per_sm = 0);
+}
 
 #undef RSSM_MAMBA2_BACKEND_API
 

@@ -297,6 +297,30 @@ bool replay1_ring_bulk(const Params& p, int hb, int as) {
 constexpr int64_t REPLAY1_BLOCK_BYTES = 256 * 1024;
 constexpr int64_t REPLAY1_SMEM = 113 * 1024;
 
+}  // namespace
+
+// The largest power of two of a group's heads whose rows fit
+// REPLAY1_BLOCK_BYTES and whose arrays fit REPLAY1_SMEM beside two sweeps,
+// then heuristics.h replay1_heads_per_block (backend.h).
+int replay1_tile_heads(int64_t B, int64_t G, int64_t hpg, int64_t P, int64_t L, int64_t T, int act_size,
+                       int state_size, int qf, int srb, int sms, int blocks_per_sm) {
+  const int64_t row_bytes = qf == QF_NONE    ? int64_t(kern::R1_N) * state_size
+                            : qf == QF_NVFP4 ? kern::R1_N / 2 + srb
+                                             : kern::R1_N + srb;
+  const int64_t sweep_bytes = qf != QF_NONE ? kern::replay1_qsweep_bytes(qf, int(P), srb)
+                                            : kern::replay1_sweep_rows(state_size) * row_bytes;
+  auto arrays = [&](int h) {
+    return kern::replay1_smem(int(L), int(T), h, int(P), act_size, state_size, 0, T > 1, qf, srb).bytes;
+  };
+  int hb = 1;
+  while (hpg % (2 * hb) == 0 && 2 * hb * P * row_bytes <= REPLAY1_BLOCK_BYTES &&
+         arrays(2 * hb) + 2 * sweep_bytes <= REPLAY1_SMEM)
+    hb *= 2;
+  return replay1_heads_per_block(B, G, int(hpg), hb, int(T), sms, blocks_per_sm);
+}
+
+namespace {
+
 // qf (QF_FP8 / QF_NVFP4): the state is a packed read copy (replay1_qfits);
 // dependent: launched as the previous kernel's programmatic dependent.
 void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, const Exec& exec,
@@ -309,12 +333,9 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
                                              : kern::R1_N + srb;
   const int64_t sweep_bytes = qf != QF_NONE ? kern::replay1_qsweep_bytes(qf, p.P, srb)
                                             : kern::replay1_sweep_rows(ss) * row_bytes;
-  int hb = 1;
   auto arrays = [&](int h) { return kern::replay1_smem(p.L, p.T, h, p.P, as, ss, 0, p.T > 1, qf, srb).bytes; };
-  while (p.hpg % (2 * hb) == 0 && 2 * hb * p.P * row_bytes <= REPLAY1_BLOCK_BYTES && arrays(2 * hb) + 2 * sweep_bytes <= REPLAY1_SMEM)
-    hb *= 2;
-  hb = replay1_heads_per_block(p.B, p.G, int(p.hpg), hb, int(p.T), info.sms,
-                               cuda_util::env_int("REPLAYSSM_M2_R1_BPS", 0));
+  const int hb = replay1_tile_heads(p.B, p.G, p.hpg, p.P, p.L, p.T, as, ss, qf, srb, info.sms,
+                                    cuda_util::env_int("REPLAYSSM_M2_R1_BPS", 0));
   const int nsw = int(ceil_div(int64_t(hb) * p.P, kern::replay1_sweep_rows(ss)));
   p.stages = int(std::clamp<int64_t>((REPLAY1_SMEM - arrays(hb)) / sweep_bytes, 1, kern::R1_MAX_STAGES));
   p.stages = std::min(p.stages, nsw);

@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "mamba2/backend.h"
 #include "mamba2/heuristics.h"
 #include "mamba2_gpu_util.h"
 #include "replayssm/mamba2.h"
+#include "replayssm/quant.h"
 
 namespace replayssm::test {
 namespace {
@@ -465,6 +467,26 @@ TEST(Mamba2Gpu, ReplayHeadsPerBlockRule) {
   for (const Case& c : cases)
     EXPECT_EQ(mamba2::replay1_heads_per_block(c.B, 8, 16, c.hb_max, c.T, 132, c.bps), c.want)
         << "B " << c.B << " hb_max " << c.hb_max << " T " << c.T << " bps " << c.bps;
+}
+
+// The tile the launcher takes (no GPU needed, backend.h replay1_tile_heads)
+// at H128·P64·N128 (16 heads per group), L = 16, T = 1, bf16 activations on
+// 132 SMs: at B = 256 fp32 states take 8 heads (256 KiB of rows), bf16 states
+// and both packed copies a group's 16 (the fp8 copy since its history terms
+// are formed in the stream's epilogue: with the rows' array, two sweeps of
+// codes beside a group's records exceeded the 113 KiB of a block); at B = 40
+// the small-batch rule halves the fp8 tile to 8 unless one block per SM is
+// the target (REPLAYSSM_M2_R1_BPS=1, DualMamba2Gpu.BulkCopyWholeGroupTiles).
+TEST(Mamba2Gpu, ReplayTileHeads) {
+  using mamba2::cuda::replay1_tile_heads;
+  const int fp8 = int(quant_layout(ReadFormat::fp8_e4m3, 64, 128).scale_row_bytes);
+  const int nvfp4 = int(quant_layout(ReadFormat::nvfp4, 64, 128).scale_row_bytes);
+  EXPECT_EQ(replay1_tile_heads(256, 8, 16, 64, 16, 1, 2, 4, 0, 0, 132), 8);
+  EXPECT_EQ(replay1_tile_heads(256, 8, 16, 64, 16, 1, 2, 2, 0, 0, 132), 16);
+  EXPECT_EQ(replay1_tile_heads(256, 8, 16, 64, 16, 1, 2, 1, 1, fp8, 132), 16);
+  EXPECT_EQ(replay1_tile_heads(256, 8, 16, 64, 16, 1, 2, 1, 2, nvfp4, 132), 16);
+  EXPECT_EQ(replay1_tile_heads(40, 8, 16, 64, 16, 1, 2, 1, 1, fp8, 132), 8);
+  EXPECT_EQ(replay1_tile_heads(40, 8, 16, 64, 16, 1, 2, 1, 1, fp8, 132, 1), 16);
 }
 
 // The block-ahead prefetch's rule (no GPU needed, heuristics.h
