@@ -297,6 +297,16 @@ bool replay1_ring_bulk(const Params& p, int hb, int as) {
 constexpr int64_t REPLAY1_BLOCK_BYTES = 256 * 1024;
 constexpr int64_t REPLAY1_SMEM = 113 * 1024;
 
+// Bytes of a state row (qf: of a packed copy's row of codes and its srb scale
+// bytes) and of a sweep's stage.
+int64_t replay1_row_bytes(int qf, int srb, int state_size) {
+  return qf == QF_NONE ? int64_t(kern::R1_N) * state_size : qf == QF_NVFP4 ? kern::R1_N / 2 + srb : kern::R1_N + srb;
+}
+int64_t replay1_stage_bytes(int qf, int64_t P, int srb, int state_size) {
+  return qf != QF_NONE ? kern::replay1_qsweep_bytes(qf, int(P), srb)
+                       : kern::replay1_sweep_rows(state_size) * replay1_row_bytes(qf, srb, state_size);
+}
+
 }  // namespace
 
 // The largest power of two of a group's heads whose rows fit
@@ -304,11 +314,8 @@ constexpr int64_t REPLAY1_SMEM = 113 * 1024;
 // then heuristics.h replay1_heads_per_block (backend.h).
 int replay1_tile_heads(int64_t B, int64_t G, int64_t hpg, int64_t P, int64_t L, int64_t T, int act_size,
                        int state_size, int qf, int srb, int sms, int blocks_per_sm) {
-  const int64_t row_bytes = qf == QF_NONE    ? int64_t(kern::R1_N) * state_size
-                            : qf == QF_NVFP4 ? kern::R1_N / 2 + srb
-                                             : kern::R1_N + srb;
-  const int64_t sweep_bytes = qf != QF_NONE ? kern::replay1_qsweep_bytes(qf, int(P), srb)
-                                            : kern::replay1_sweep_rows(state_size) * row_bytes;
+  const int64_t row_bytes = replay1_row_bytes(qf, srb, state_size);
+  const int64_t sweep_bytes = replay1_stage_bytes(qf, P, srb, state_size);
   auto arrays = [&](int h) {
     return kern::replay1_smem(int(L), int(T), h, int(P), act_size, state_size, 0, T > 1, qf, srb).bytes;
   };
@@ -328,11 +335,7 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
   const cuda_util::DeviceLimits info = cuda_util::device_limits(fn);
   const int ss = qf != QF_NONE ? 1 : int(dtype_size(state)), as = int(dtype_size(act));
   const int srb = qf != QF_NONE ? int(p.q_srb) : 0;
-  const int64_t row_bytes = qf == QF_NONE    ? int64_t(kern::R1_N) * ss
-                            : qf == QF_NVFP4 ? kern::R1_N / 2 + srb
-                                             : kern::R1_N + srb;
-  const int64_t sweep_bytes = qf != QF_NONE ? kern::replay1_qsweep_bytes(qf, p.P, srb)
-                                            : kern::replay1_sweep_rows(ss) * row_bytes;
+  const int64_t sweep_bytes = replay1_stage_bytes(qf, p.P, srb, ss);
   auto arrays = [&](int h) { return kern::replay1_smem(p.L, p.T, h, p.P, as, ss, 0, p.T > 1, qf, srb).bytes; };
   const int hb = replay1_tile_heads(p.B, p.G, p.hpg, p.P, p.L, p.T, as, ss, qf, srb, info.sms,
                                     cuda_util::env_int("REPLAYSSM_M2_R1_BPS", 0));
