@@ -82,6 +82,7 @@ struct DualPackParams {
   quant::Gaps gaps;
   bool fold = false;
   bool vec_state = false;  // state rows aligned for 4-element vector access
+  bool vec_rec = false;    // ring x / B rows aligned for 16-byte loads, B rows exactly nb wide
   PackGeom g;
 };
 
@@ -193,18 +194,7 @@ struct Quad {
   static constexpr int W = int(sizeof(st_t));  // 32-bit words per 4 elements
   __device__ __forceinline__ static void load(const st_t* row, int n0, int N, bool vec, bool streaming,
                                               uint32_t (&w)[W]) {
-    if (vec && n0 + 4 <= N) {
-      if constexpr (W == 4) {
-        const uint4* q = reinterpret_cast<const uint4*>(row + n0);
-        const uint4 r = streaming ? __ldcs(q) : *q;
-        w[0] = r.x, w[1] = r.y, w[2] = r.z, w[3] = r.w;
-      } else {
-        const uint2* q = reinterpret_cast<const uint2*>(row + n0);
-        const uint2 r = streaming ? __ldcs(q) : *q;
-        w[0] = r.x, w[1] = r.y;
-      }
-      return;
-    }
+    if (vec && n0 + 4 <= N) return load_vec(row + n0, streaming, w);
 #pragma unroll
     for (int i = 0; i < W; ++i) w[i] = 0u;
 #pragma unroll
@@ -212,6 +202,16 @@ struct Quad {
       if (n0 + e >= N) break;
       if constexpr (W == 4) w[e] = reinterpret_cast<const uint32_t*>(row)[n0 + e];
       else w[e / 2] |= uint32_t(reinterpret_cast<const uint16_t*>(row)[n0 + e]) << (16 * (e % 2));
+    }
+  }
+  // vec && n0 + 4 <= N known (the item's rows of a thread with a full chunk)
+  __device__ __forceinline__ static void load_vec(const st_t* at, bool streaming, uint32_t (&w)[W]) {
+    if constexpr (W == 4) {
+      const uint4 r = streaming ? __ldcs(reinterpret_cast<const uint4*>(at)) : *reinterpret_cast<const uint4*>(at);
+      w[0] = r.x, w[1] = r.y, w[2] = r.z, w[3] = r.w;
+    } else {
+      const uint2 r = streaming ? __ldcs(reinterpret_cast<const uint2*>(at)) : *reinterpret_cast<const uint2*>(at);
+      w[0] = r.x, w[1] = r.y;
     }
   }
   __device__ __forceinline__ static void widen(const uint32_t (&w)[W], float (&v)[4]) {
@@ -227,16 +227,16 @@ struct Quad {
     else return __half_as_ushort(__float2half_rn(v));
   }
   // v holds values already rounded to the state dtype.
-  __device__ __forceinline__ static void store(st_t* row, int n0, int N, bool vec, const float (&v)[4]) {
-    if (vec && n0 + 4 <= N) {
-      if constexpr (W == 4) {
-        __stcs(reinterpret_cast<uint4*>(row + n0),
-               make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3])));
-      } else {
-        __stcs(reinterpret_cast<uint2*>(row + n0), make_uint2(bits(v[0]) | (bits(v[1]) << 16), bits(v[2]) | (bits(v[3]) << 16)));
-      }
-      return;
+  __device__ __forceinline__ static void store_vec(st_t* at, const float (&v)[4]) {
+    if constexpr (W == 4) {
+      __stcs(reinterpret_cast<uint4*>(at),
+             make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3])));
+    } else {
+      __stcs(reinterpret_cast<uint2*>(at), make_uint2(bits(v[0]) | (bits(v[1]) << 16), bits(v[2]) | (bits(v[3]) << 16)));
     }
+  }
+  __device__ __forceinline__ static void store(st_t* row, int n0, int N, bool vec, const float (&v)[4]) {
+    if (vec && n0 + 4 <= N) return store_vec(row + n0, v);
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       if (n0 + e < N) row[n0 + e] = Traits<SD>::store(v[e]);
@@ -294,6 +294,101 @@ __device__ void stage_records(const Params& p, int64_t slot, int h, int start, i
     for (int j = 32 + tid; j < n; j += 32) ds[j] = rdt[pos(j) * p.rdt_r];
     __syncwarp();
   }
+}
+
+// stage_records, the fold weights' scan and the weights' pass in one, for
+// records whose rows take 16-byte loads (DualPackParams::vec_rec: B rows
+// of exactly nb = N values; the item's x rows p0 .. p0 + np a whole number
+// of vectors). Every thread issues its vectors' loads, then warp 0 loads the
+// δ_j and scans them (fw_j, fdec in red[32]) while they are in flight; after
+// one barrier B_j goes to Bs as fp32 and each x value straight to its fold
+// weight w = fw_j·x_j[r] at wt[j][pr][k] (r = pr + k·pstep), the product
+// stage_records + the weights' pass form. Weights of thread rows past the
+// item are not written (their rows are never stored). Ends with a barrier.
+template <DType RD>
+__device__ void stage_fused(const Params& p, int64_t slot, int h, int start, int n, int p0, int np, int nb,
+                            int kr, int psh, float* Bs, float* wt, float* ds, float* fw, float* red) {
+  using rt_t = typename Traits<RD>::type;
+  constexpr int V = 16 / int(sizeof(rt_t));  // values per vector
+  constexpr int KV = 2;                      // B and x vectors per thread and round
+  const rt_t* rB = static_cast<const rt_t*>(p.rB) + slot * p.rB_s + int64_t(h / p.hpg) * p.rB_g;
+  const rt_t* rx = static_cast<const rt_t*>(p.rx) + slot * p.rx_s + int64_t(h) * p.rx_h + p0;
+  const float* rdt = p.rdt + slot * p.rdt_s + h;
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int bsh = __ffs(nb / V) - 1, xv = np / V;  // B vectors per record (a power of two), x vectors
+  const int nBv = n << bsh, nXv = n * xv, nv = max(nBv, nXv);
+  const int pmask = (1 << psh) - 1;
+  auto pos = [&](int j) {
+    const int q = start + j;
+    return int64_t(q >= p.R ? q - p.R : q);
+  };
+  uint4 bv[KV], xw[KV];
+  auto issue = [&](int b0) {
+#pragma unroll
+    for (int k = 0; k < KV; ++k) {
+      const int i = b0 + k * KERNEL_THREADS + tid, j = i >> bsh;
+      bv[k] = *reinterpret_cast<const uint4*>(rB + (i < nBv ? pos(j) * p.rB_r + (i - (j << bsh)) * V : 0));
+    }
+#pragma unroll
+    for (int k = 0; k < KV; ++k) {
+      const int i = b0 + k * KERNEL_THREADS + tid, j = i < nXv ? cuda_util::div_small(i, xv) : 0;
+      xw[k] = *reinterpret_cast<const uint4*>(rx + (i < nXv ? pos(j) * p.rx_r + (i - j * xv) * V : 0));
+    }
+  };
+  auto widen = [](const uint4& u, float (&f)[V]) {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      if constexpr (V == 4) f[e] = __uint_as_float(w[e]);
+      else if constexpr (RD == DType::bf16) f[e] = __uint_as_float(e % 2 ? w[e / 2] & 0xffff0000u : w[e / 2] << 16);
+      else f[e] = half_bits_to_float(e % 2 ? w[e / 2] >> 16 : w[e / 2] & 0xffffu);
+    }
+  };
+  auto consume = [&](int b0) {
+#pragma unroll
+    for (int k = 0; k < KV; ++k) {
+      const int i = b0 + k * KERNEL_THREADS + tid;
+      if (i < nBv) {
+        float f[V];
+        widen(bv[k], f);
+        float4* dst = reinterpret_cast<float4*>(Bs + i * V);  // [j][nb], nb = N
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q) dst[q] = make_float4(f[4 * q], f[4 * q + 1], f[4 * q + 2], f[4 * q + 3]);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < KV; ++k) {
+      const int i = b0 + k * KERNEL_THREADS + tid;
+      if (i < nXv) {
+        const int j = cuda_util::div_small(i, xv), r0 = (i - j * xv) * V;
+        const float c = fw[j];
+        float f[V];
+        widen(xw[k], f);
+        float* wj = wt + int64_t(j) * ((pmask + 1) * kr);
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const int r = r0 + e;
+          wj[(r & pmask) * kr + (r >> psh)] = c * f[e];
+        }
+      }
+    }
+  };
+  issue(0);
+  if (tid < 32) {  // δ_j, then fw_j = δ_j e^{A Σ_{j<i<n} δ_i} and fdec = e^{A Σ_{i<n} δ_i}
+    for (int j = lane; j < n; j += 32) ds[j] = rdt[pos(j) * p.rdt_r];
+    __syncwarp();
+    const float A = A_of(p, h);
+    auto dl = [&](int j) { return ds[j]; };
+    const float tot = suffix_scan(dl, 0, n - 1, lane, [&](int j, float s) { fw[j] = dl(j) * expf(A * s); });
+    if (lane == 0) red[32] = expf(A * tot);
+  }
+  __syncthreads();
+  consume(0);
+  for (int b0 = KV * KERNEL_THREADS; b0 < nv; b0 += KV * KERNEL_THREADS) {
+    issue(b0);
+    consume(b0);
+  }
+  __syncthreads();
 }
 
 // v[i] ← fd·v[i] + Σ_j w_j[i]·B_j[c] for the thread's rows i < rt (FULL:
@@ -359,6 +454,9 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
   const int c = (tr & (g.cb - 1)) * g.lpr + lr, n0 = 4 * c;
   const bool colok = n0 < N;
   const int prow = tr / g.cb, pstep = g.rp / g.cb;  // tile row of virtual row tr, rows per pass
+  const int psh = __ffs(pstep) - 1;                  // pstep is a power of two
+  const bool vq = d.vec_state && n0 + 4 <= N;        // the thread's chunks take vector loads and stores
+  const int vr_n = d.rec == DType::f32 ? 4 : 8;      // record values per 16-byte vector
   const bool nvfp4 = d.format == ReadFormat::nvfp4;
   for (int64_t w0 = 0; w0 < p.B; w0 += PACK_WINDOW) {
     const int count = window_rows(d, w0, lslot, lstart, lcount, wcount);
@@ -406,6 +504,20 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
       auto item_row = [&](int i) { return int64_t(p0 + r0 + i * pstep); };  // tile row
       uint32_t raw[RT_MAX][Q::W];
       auto load = [&](bool streaming) {
+        if (vq) {  // the rows by one pointer, no per-row checks
+          const st_t* at = row(0) + n0;
+#pragma unroll
+          for (int i = 0; i < RT_MAX; ++i) {
+            if (i < nok) {
+              Q::load_vec(at, streaming, raw[i]);
+            } else {
+#pragma unroll
+              for (int k = 0; k < Q::W; ++k) raw[i][k] = 0u;
+            }
+            at += rstride;
+          }
+          return;
+        }
 #pragma unroll
         for (int i = 0; i < RT_MAX; ++i) {
           if (i < nok) {
@@ -418,7 +530,13 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
       };
       place(0);
       load(true);  // in flight while the records are staged
-      if (n > 0) {
+      if (n > 0 && d.vec_rec && p0 % vr_n == 0 && np % vr_n == 0) {
+        switch (d.rec) {
+          case DType::f32: stage_fused<DType::f32>(p, slot, h, start, n, p0, np, g.nb, g.kr, psh, Bs, wt, ds, fw, red); break;
+          case DType::f16: stage_fused<DType::f16>(p, slot, h, start, n, p0, np, g.nb, g.kr, psh, Bs, wt, ds, fw, red); break;
+          default: stage_fused<DType::bf16>(p, slot, h, start, n, p0, np, g.nb, g.kr, psh, Bs, wt, ds, fw, red); break;
+        }
+      } else if (n > 0) {
         switch (d.rec) {
           case DType::f32: stage_records<DType::f32>(p, slot, h, start, n, p0, np, g.nb, Bs, ws, ds); break;
           case DType::f16: stage_records<DType::f16>(p, slot, h, start, n, p0, np, g.nb, Bs, ws, ds); break;
@@ -451,6 +569,16 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
         const float4* w4 = reinterpret_cast<const float4*>(wt + prow * g.kr + kb);
         if (rts == RT_MAX) fold_rows<true>(v, rts, n, fd, B4, g.nb / 4, w4, wj / 4);
         else fold_rows<false>(v, rts, n, fd, B4, g.nb / 4, w4, wj / 4);
+        if (vq) {
+          st_t* at = row(0) + n0;
+#pragma unroll
+          for (int i = 0; i < RT_MAX; ++i, at += rstride) {
+            if (i >= nok) continue;
+            round_to_state<SD, 4>(v[i]);
+            Q::store_vec(at, v[i]);
+          }
+          return;
+        }
 #pragma unroll
         for (int i = 0; i < RT_MAX; ++i) {
           if (i >= nok) continue;
@@ -509,31 +637,41 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
           nvfp4_pass(nvfp4_scale(pass_amax(0.f)));
         } else {
           // bf16 / f16 / fp8 rows, encoded where they are
+          const bool fp8 = d.format == ReadFormat::fp8_e4m3;
+          // an fp8 row's codes and scale bytes of the thread's first row, and the steps between its rows
+          uint8_t* cq = tile + int64_t(p0 + r0) * N + n0;
+          uint8_t* sq = tile + d.scale_off + int64_t(p0 + r0) * (N / 32) + n0 / 32;
+          const int64_t cstep = int64_t(pstep) * N, sstep = int64_t(pstep) * (N / 32);
 #pragma unroll
-          for (int i = 0; i < RT_MAX; ++i) {
+          for (int i = 0; i < RT_MAX; ++i, cq += cstep, sq += sstep) {
             if (i >= rts) break;  // block-uniform (the fp8 shuffles need every lane)
             const int64_t pr = item_row(i);
-            if (d.format == ReadFormat::fp8_e4m3) {
-              float a = 0.f, mn = 0.f;  // mn < 0: a NaN or Inf among the thread's four values
+            if (fp8) {
+              // the largest |v| as bits (non-negative floats order as integers);
+              // a NaN or Inf among the four (bits >= 0x7f800000) takes the slow path
+              uint32_t um = 0u;
 #pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                const float q = quant::dev::finite_abs(v[i][e]);
-                a = fmaxf(a, q);
-                mn = fminf(mn, q);
+              for (int e = 0; e < 4; ++e) um = max(um, __float_as_uint(v[i][e]) & 0x7fffffffu);
+              const bool fin = um < 0x7f800000u;
+              float a = __uint_as_float(um);
+              if (!fin) {
+                a = 0.f;
+#pragma unroll
+                for (int e = 0; e < 4; ++e) a = fmaxf(a, quant::dev::finite_abs(v[i][e]));
               }
               const int kx = quant::dev::fp8_block_exp(group_max(a, 8));
-              const float m = quant::dev::exp2i(-kx);
+              const float m = __uint_as_float(uint32_t(127 - kx) << 23);  // 2^-kx: kx in [-127, 120]
               const float s0 = __fmul_rn(v[i][0], m), s1 = __fmul_rn(v[i][1], m);
               const float s2 = __fmul_rn(v[i][2], m), s3 = __fmul_rn(v[i][3], m);
               uint32_t w;
-              if (mn >= 0.f) {  // finite: the same codes without the NaN / Inf fix-ups
+              if (fin) {  // finite: the same codes without the NaN / Inf fix-ups
                 w = quant::dev::e4m3x2_encode_finite(s0, s1) | (quant::dev::e4m3x2_encode_finite(s2, s3) << 16);
               } else {
                 w = quant::dev::e4m3x2_encode(s0, s1) | (quant::dev::e4m3x2_encode(s2, s3) << 16);
               }
               if (i < nok) {
-                *reinterpret_cast<uint32_t*>(tile + pr * N + n0) = w;
-                if ((c & 7) == 0) tile[d.scale_off + pr * (N / 32) + n0 / 32] = uint8_t(kx + 127);
+                *reinterpret_cast<uint32_t*>(cq) = w;
+                if ((c & 7) == 0) *sq = uint8_t(kx + 127);
               }
             } else if (i < nok) {
               const bool bf = d.format == ReadFormat::bf16;
@@ -618,6 +756,12 @@ void launch_dual_pack(const char* fn, const Params& p, const Tensor& read_copy, 
   const int64_t es = int64_t(dtype_size(state)), qb = 4 * es;  // bytes of 4 state elements
   d.vec_state = reinterpret_cast<uintptr_t>(p.state) % qb == 0 && (p.st_s * es) % qb == 0 &&
                 (p.st_h * es) % qb == 0 && (p.st_p * es) % qb == 0;
+  {  // 16-byte record loads (stage_fused)
+    const int64_t rs = int64_t(dtype_size(rec)), v = 16 / rs;
+    auto al = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+    d.vec_rec = fold && d.g.nb == p.N && p.N % v == 0 && al(p.rB) && al(p.rx) && p.rB_s % v == 0 &&
+                p.rB_g % v == 0 && p.rB_r % v == 0 && p.rx_s % v == 0 && p.rx_h % v == 0 && p.rx_r % v == 0;
+  }
   const int64_t smem = dual_pack_smem_bytes(d.g, p.P, fold ? p.L : 0);
   check::require(smem <= smem_optin, fn, "pool.read_copy",
                  "the dual-precision pack stages the records of a tile (" + std::to_string(smem) +
