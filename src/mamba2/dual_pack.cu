@@ -335,13 +335,19 @@ __device__ void stage_fused(const Params& p, int64_t slot, int h, int start, int
       xw[k] = *reinterpret_cast<const uint4*>(rx + (i < nXv ? pos(j) * p.rx_r + (i - j * xv) * V : 0));
     }
   };
+  // a vector's V values as fp32: V / 4 groups of four, as Quad widens state words
   auto widen = [](const uint4& u, float (&f)[V]) {
+    using RQ = Quad<RD>;
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-    for (int e = 0; e < V; ++e) {
-      if constexpr (V == 4) f[e] = __uint_as_float(w[e]);
-      else if constexpr (RD == DType::bf16) f[e] = __uint_as_float(e % 2 ? w[e / 2] & 0xffff0000u : w[e / 2] << 16);
-      else f[e] = half_bits_to_float(e % 2 ? w[e / 2] >> 16 : w[e / 2] & 0xffffu);
+    for (int q = 0; q < V / 4; ++q) {
+      uint32_t qw[RQ::W];
+      float qv[4];
+#pragma unroll
+      for (int k = 0; k < RQ::W; ++k) qw[k] = w[q * RQ::W + k];
+      RQ::widen(qw, qv);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) f[4 * q + e] = qv[e];
     }
   };
   auto consume = [&](int b0) {
@@ -645,7 +651,6 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
 #pragma unroll
           for (int i = 0; i < RT_MAX; ++i, cq += cstep, sq += sstep) {
             if (i >= rts) break;  // block-uniform (the fp8 shuffles need every lane)
-            const int64_t pr = item_row(i);
             if (fp8) {
               // the largest |v| as bits (non-negative floats order as integers);
               // a NaN or Inf among the four (bits >= 0x7f800000) takes the slow path
@@ -660,7 +665,7 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
                 for (int e = 0; e < 4; ++e) a = fmaxf(a, quant::dev::finite_abs(v[i][e]));
               }
               const int kx = quant::dev::fp8_block_exp(group_max(a, 8));
-              const float m = __uint_as_float(uint32_t(127 - kx) << 23);  // 2^-kx: kx in [-127, 120]
+              const float m = quant::dev::fp8_block_mul(kx);
               const float s0 = __fmul_rn(v[i][0], m), s1 = __fmul_rn(v[i][1], m);
               const float s2 = __fmul_rn(v[i][2], m), s3 = __fmul_rn(v[i][3], m);
               uint32_t w;
@@ -679,7 +684,7 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
 #pragma unroll
               for (int e = 0; e < 4; ++e)
                 q[e] = bf ? quant::dev::bf16_encode(v[i][e]) : quant::dev::f16_encode(v[i][e]);
-              uint16_t* codes = reinterpret_cast<uint16_t*>(tile) + pr * N;
+              uint16_t* codes = reinterpret_cast<uint16_t*>(tile) + item_row(i) * N;
               if (N % 4 == 0) {
                 *reinterpret_cast<uint2*>(codes + n0) =
                     make_uint2(uint32_t(q[0]) | (uint32_t(q[1]) << 16), uint32_t(q[2]) | (uint32_t(q[3]) << 16));

@@ -77,6 +77,10 @@ __device__ __forceinline__ int fp8_block_exp(float amax) {
   const int k = int(u >> 23) - 135 + ((u & 0x7fffffu) > 0x600000u ? 1 : 0);
   return max(k, -127);
 }
+// 2^-k for a k of fp8_block_exp: k <= 120 (the largest finite amax), so
+// 2^-k is a normal float built from its exponent alone (exp2i without its
+// subnormal branch).
+__device__ __forceinline__ float fp8_block_mul(int k) { return __uint_as_float(uint32_t(127 - k) << 23); }
 
 // One FP8 block of 32 values → 32 codes (codes[j] holds values 4j..4j+3,
 // little-endian) and returns its E8M0 byte k + 127. The scale 2^-k is a
