@@ -306,6 +306,11 @@ int64_t replay1_stage_bytes(int qf, int64_t P, int srb, int state_size) {
   return qf != QF_NONE ? kern::replay1_qsweep_bytes(qf, int(P), srb)
                        : kern::replay1_sweep_rows(state_size) * replay1_row_bytes(qf, srb, state_size);
 }
+// Bytes of the block's arrays for nh heads (replay1_smem without stages).
+int64_t replay1_array_bytes(int64_t L, int64_t T, int nh, int64_t P, int act_size, int state_size, int qf,
+                            int srb) {
+  return kern::replay1_smem(int(L), int(T), nh, int(P), act_size, state_size, 0, T > 1, qf, srb).bytes;
+}
 
 }  // namespace
 
@@ -316,12 +321,9 @@ int replay1_tile_heads(int64_t B, int64_t G, int64_t hpg, int64_t P, int64_t L, 
                        int state_size, int qf, int srb, int sms, int blocks_per_sm) {
   const int64_t row_bytes = replay1_row_bytes(qf, srb, state_size);
   const int64_t sweep_bytes = replay1_stage_bytes(qf, P, srb, state_size);
-  auto arrays = [&](int h) {
-    return kern::replay1_smem(int(L), int(T), h, int(P), act_size, state_size, 0, T > 1, qf, srb).bytes;
-  };
   int hb = 1;
   while (hpg % (2 * hb) == 0 && 2 * hb * P * row_bytes <= REPLAY1_BLOCK_BYTES &&
-         arrays(2 * hb) + 2 * sweep_bytes <= REPLAY1_SMEM)
+         replay1_array_bytes(L, T, 2 * hb, P, act_size, state_size, qf, srb) + 2 * sweep_bytes <= REPLAY1_SMEM)
     hb *= 2;
   return replay1_heads_per_block(B, G, int(hpg), hb, int(T), sms, blocks_per_sm);
 }
@@ -336,11 +338,11 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
   const int ss = qf != QF_NONE ? 1 : int(dtype_size(state)), as = int(dtype_size(act));
   const int srb = qf != QF_NONE ? int(p.q_srb) : 0;
   const int64_t sweep_bytes = replay1_stage_bytes(qf, p.P, srb, ss);
-  auto arrays = [&](int h) { return kern::replay1_smem(p.L, p.T, h, p.P, as, ss, 0, p.T > 1, qf, srb).bytes; };
   const int hb = replay1_tile_heads(p.B, p.G, p.hpg, p.P, p.L, p.T, as, ss, qf, srb, info.sms,
                                     cuda_util::env_int("REPLAYSSM_M2_R1_BPS", 0));
   const int nsw = int(ceil_div(int64_t(hb) * p.P, kern::replay1_sweep_rows(ss)));
-  p.stages = int(std::clamp<int64_t>((REPLAY1_SMEM - arrays(hb)) / sweep_bytes, 1, kern::R1_MAX_STAGES));
+  p.stages = int(std::clamp<int64_t>(
+      (REPLAY1_SMEM - replay1_array_bytes(p.L, p.T, hb, p.P, as, ss, qf, srb)) / sweep_bytes, 1, kern::R1_MAX_STAGES));
   p.stages = std::min(p.stages, nsw);
   Tile t;
   t.nh = hb;
