@@ -1,10 +1,11 @@
 #!/bin/bash
 # t52, device call 5 (prepared, not run: the session's device time was spent;
-# about 220 s; carry gpubin-x/t52m.tar.xz; only on an H200: on another card
-# it prints the name and stops). `main` = main's build since c48f0f7 (its
-# kernels SASS-identical to t52-call3's pk), `fin` = c9736c2's kernels (the
-# t51f build). The target rows at B = 256, L = 16 on main (T = 1 fp32 / bf16
-# / the bf16-d option, dual fp8 / nvfp4, T = 5 fp32), Mamba-2's dual copies
+# about 360 s; carry gpubin-x/t52m.tar.xz; only on an H200: on another card
+# it prints the name and stops). `main` = main's build at da9f7be (c48f0f7's
+# pack plus ae8be38 and da9f7be, which no GPU has run: its DualMamba2Gpu and
+# Mamba2Gpu.Replay* tests run first), `fin` = c9736c2's kernels (the t51f
+# build). The target rows at B = 256, L = 16 on main (T = 1 fp32 / bf16 /
+# the bf16-d option, dual fp8 / nvfp4, T = 5 fp32), Mamba-2's dual copies
 # from fin beside them; GDN HV32 bf16 default against the blocks
 # (REPLAYSSM_R1P=0) at B = 96 / 128 / 256 (t50's unmeasured H200 threshold).
 #   run: bash experiments/2026-12-06_t52/t52-call5.sh
@@ -16,6 +17,7 @@ echo "$name"
 d=$(mktemp -d)
 xz -dc gpubin-x/t52m.tar.xz | tar -C "$d" -x
 M=$d/main F=$d/fin
+timeout 200 "$M/replayssm_gpu_tests" --gtest_brief=1 --gtest_filter='DualMamba2Gpu.*:Mamba2Gpu.Replay*' 2>&1 | tail -n 4
 A="--backend cuda --L 16 --target-ms 2"
 for r in 1 2; do
   echo "== round $r"
