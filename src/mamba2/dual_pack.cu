@@ -296,6 +296,16 @@ __device__ void stage_records(const Params& p, int64_t slot, int h, int start, i
   }
 }
 
+// Warp 0, the item's δ_j in ds[0, n): fw_j = δ_j e^{A Σ_{j<i<n} δ_i} into fw,
+// fdec = e^{A Σ_{i<n} δ_i} into red[32] (lane 0).
+__device__ __forceinline__ void fold_weights(const Params& p, int h, int n, int lane, const float* ds, float* fw,
+                                             float* red) {
+  const float A = A_of(p, h);
+  auto dl = [&](int j) { return ds[j]; };
+  const float tot = suffix_scan(dl, 0, n - 1, lane, [&](int j, float s) { fw[j] = dl(j) * expf(A * s); });
+  if (lane == 0) red[32] = expf(A * tot);
+}
+
 // stage_records, the fold weights' scan and the weights' pass in one, for
 // records whose rows take 16-byte loads (DualPackParams::vec_rec: B rows
 // of exactly nb = N values; the item's x rows p0 .. p0 + np a whole number
@@ -380,13 +390,10 @@ __device__ void stage_fused(const Params& p, int64_t slot, int h, int start, int
     }
   };
   issue(0);
-  if (tid < 32) {  // δ_j, then fw_j = δ_j e^{A Σ_{j<i<n} δ_i} and fdec = e^{A Σ_{i<n} δ_i}
+  if (tid < 32) {  // δ_j, then the fold weights and fdec
     for (int j = lane; j < n; j += 32) ds[j] = rdt[pos(j) * p.rdt_r];
     __syncwarp();
-    const float A = A_of(p, h);
-    auto dl = [&](int j) { return ds[j]; };
-    const float tot = suffix_scan(dl, 0, n - 1, lane, [&](int j, float s) { fw[j] = dl(j) * expf(A * s); });
-    if (lane == 0) red[32] = expf(A * tot);
+    fold_weights(p, h, n, lane, ds, fw, red);
   }
   __syncthreads();
   consume(0);
@@ -548,12 +555,7 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
           case DType::f16: stage_records<DType::f16>(p, slot, h, start, n, p0, np, g.nb, Bs, ws, ds); break;
           default: stage_records<DType::bf16>(p, slot, h, start, n, p0, np, g.nb, Bs, ws, ds); break;
         }
-        if (warp == 0) {  // fw_j = δ_j e^{A Σ_{j<i<n} δ_i}, fdec = e^{A Σ_{i<n} δ_i}
-          const float A = A_of(p, h);
-          auto dl = [&](int j) { return ds[j]; };
-          const float tot = suffix_scan(dl, 0, n - 1, lane, [&](int j, float s) { fw[j] = dl(j) * expf(A * s); });
-          if (lane == 0) red[32] = expf(A * tot);
-        }
+        if (warp == 0) fold_weights(p, h, n, lane, ds, fw, red);
         __syncthreads();
         // w = fw_j x_j[r] at [j][pr][k] for the item row r = pr + k·pstep of
         // thread row k (zero past the item's rows)
