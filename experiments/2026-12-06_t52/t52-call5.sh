@@ -1,7 +1,8 @@
 #!/bin/bash
 # t52, device call 5 (prepared, not run: the session's device time was spent;
 # about 360 s; carry gpubin-x/t52m.tar.xz; only on an H200: on another card
-# it prints the name and stops). `main` = main's build at da9f7be (c48f0f7's
+# it prints the name and stops). `main` = main's build at da9f7be (0372d7e's
+# kernels; c48f0f7's
 # pack plus ae8be38 and da9f7be, which no GPU has run: its DualMamba2Gpu and
 # Mamba2Gpu.Replay* tests run first), `fin` = c9736c2's kernels (the t51f
 # build). The target rows at B = 256, L = 16 on main (T = 1 fp32 / bf16 /
