@@ -53,12 +53,16 @@ Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLay
 // The T > 1 (speculative) replay launch for a contiguous pool (d.T > 1;
 // delta_launch.cu, spec_plan): value heads and rows per block, the
 // tensor-core stream, shared memory bytes. For tests.
+// rec16: the KDA tensor-core kernel's old records by 16-byte cp.async
+// (replay.cuh REC16; rings of records k_dtype / d_dtype, fp32 gates).
 struct SpecChoice {
   int nh = 0, vt = 0;
   bool mma = false;
   int64_t smem = 0;
+  bool rec16 = false;
 };
-SpecChoice spec_choice(const Dims& d, DType state, int sms, const QuantLayout* copy = nullptr);
+SpecChoice spec_choice(const Dims& d, DType state, int sms, const QuantLayout* copy = nullptr,
+                       DType d_dtype = DType::f32, DType k_dtype = DType::bf16);
 // The persistent T = 1 kernel's choice for contiguous rings of these record
 // dtypes (delta_launch.cu, replay1p_plan; REPLAYSSM_R1P applies): taken,
 // stages, result buffers, grid, shared memory bytes; copy: the step on a dual pool's read copy

@@ -440,6 +440,25 @@ bool replay_mma_fits(const StateView& st, int64_t state_size, int T, const Dims&
   return T >= 2 && T <= 8 && mma_rows_fit(st, state_size, d);
 }
 
+// replay.cuh REC16: the KDA tensor-core kernel takes its old records' key, d
+// and gate rows (K = V = 128) by 16-byte cp.async into its operand region:
+// one value head per block, 16-byte aligned rows, and the staged keys, d rows
+// and key scales of L records within REPLAY_MMA_REC_BYTES (L <= 21 with bf16
+// keys and fp32 d). REPLAYSSM_SPEC_REC16=0 turns it off (measurements).
+bool rec16_fits(const DeltaPool& pool, const ReplayTile& tile, const Dims& d) {
+  auto rows16 = [](const Tensor& t) {
+    const int64_t e = int64_t(dtype_size(t.dtype));
+    bool ok = t.defined() && reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
+    for (int i = 0; ok && i + 1 < t.ndim; ++i) ok = (t.stride[i] * e) % 16 == 0;
+    return ok;
+  };
+  if (!is_kda(d) || d.K != REPLAY_MMA_K || d.V != REPLAY_MMA_K || tile.nh != 1 || tile.vt != d.V) return false;
+  if (!rows16(pool.ring_k) || !rows16(pool.ring_d) || !rows16(pool.ring_g)) return false;
+  const int64_t bytes =
+      d.L * (d.K * int64_t(dtype_size(pool.ring_k.dtype)) + d.V * int64_t(dtype_size(pool.ring_d.dtype)) + 4);
+  return bytes <= REPLAY_MMA_REC_BYTES && env_int("REPLAYSSM_SPEC_REC16", 1) != 0;
+}
+
 // The T = 1 replay launch (replay1.cuh): its tile (replay_tile, shared
 // memory of the staged stream with all L d records at REPLAY1_SMEM_CAP), its
 // d records in shared memory, its stream and shared memory. A long ring whose
@@ -901,6 +920,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     const Launch l = launch_of(fn, unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                                REPLAY_THREADS, smem, exec);
     a.rec_pf = dual ? 0 : replay_spec_prefetch_distance(kda, d.B, sms);
+    a.rec16 = mma && rec16_fits(pool, tile, d);
     if (dual) dual->before();
     if (qf == QF_FP8) kda ? launch_replay_quant<QF_FP8, true>(a, l) : launch_replay_quant<QF_FP8, false>(a, l);
     else if (qf == QF_NVFP4) kda ? launch_replay_quant<QF_NVFP4, true>(a, l) : launch_replay_quant<QF_NVFP4, false>(a, l);
@@ -1011,10 +1031,17 @@ Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLay
   return Replay1Choice{p.tile.nh, p.tile.vt, p.ld, p.bulk, p.qbulk, int64_t(p.smem)};
 }
 
-SpecChoice spec_choice(const Dims& d, DType state, int sms, const QuantLayout* copy) {
-  const ContiguousRead r = contiguous_read(d, state, copy, reinterpret_cast<void*>(uintptr_t(256)));
+SpecChoice spec_choice(const Dims& d, DType state, int sms, const QuantLayout* copy, DType d_dtype, DType k_dtype) {
+  void* const at = reinterpret_cast<void*>(uintptr_t(256));
+  const ContiguousRead r = contiguous_read(d, state, copy, at);
   const SpecPlan p = spec_plan(r.st, r.qf, r.sd, d, sms);
-  return SpecChoice{p.tile.nh, p.tile.vt, p.mma, int64_t(p.smem)};
+  const int64_t S = std::max<int64_t>(d.S, 1), R = std::max<int64_t>(d.R, d.L + d.T);
+  DeltaPool pool;
+  pool.ring_d = Tensor::view(at, d_dtype, {S, R, d.HV, d.V}, Device::cuda);
+  pool.ring_k = Tensor::view(at, k_dtype, {S, R, d.H, d.K}, Device::cuda);
+  pool.ring_g = is_kda(d) ? Tensor::view(at, DType::f32, {S, R, d.HV, d.K}, Device::cuda)
+                          : Tensor::view(at, DType::f32, {S, R, d.HV}, Device::cuda);
+  return SpecChoice{p.tile.nh, p.tile.vt, p.mma, int64_t(p.smem), p.mma && rec16_fits(pool, p.tile, d)};
 }
 
 namespace {

@@ -164,6 +164,12 @@ struct ReplayArgs {
   ReplayLayout rl{};
   P1Layout p1{};
   R1PRes p1res{};
+  // KDA tensor-core T > 1 kernel (replay.cuh, REC16): the old records' key,
+  // d and gate rows are 16-byte runs (pointers and outer strides aligned,
+  // K = V = 128, one value head per block) that fit the operand region, so
+  // they are requested at once by cp.async (delta_launch.cu rec16_fits).
+  // Last, so that the other kernels keep their parameter offsets.
+  bool rec16 = false;
 };
 
 // Fold of the committed records: materialize (out) or flush (in place).

@@ -76,6 +76,9 @@ inline constexpr int REPLAY_MMA_K = 128;  // the one key dimension of the tensor
 inline constexpr int REPLAY_MMA_UBP = REPLAY_MMA_K / 2 + 1;
 inline constexpr int REPLAY_MMA_UB_BYTES = 2 * 8 * REPLAY_MMA_UBP * 16 + 8 * 4;  // A operands + ring positions
 inline constexpr int REPLAY_MMA_STAGE = 16 * 256;  // bytes per warp
+// The A operands' bytes (UH, UL), which REC16 first uses to stage the old
+// records' keys, d rows and key scales (delta_launch.cu rec16_fits).
+inline constexpr int REPLAY_MMA_REC_BYTES = 2 * 8 * REPLAY_MMA_UBP * 16;
 __host__ __device__ constexpr int64_t replay_mma_extra_bytes() {
   return REPLAY_MMA_UB_BYTES + int64_t(REPLAY_THREADS / 32) * REPLAY_MMA_STAGE;
 }
@@ -285,6 +288,39 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   float* CF = HL ? at_aligned(sm, lay.cf) : sm + lay.cf;
   float* E0 = HL ? at_aligned(sm, lay.e0) : sm + lay.e0;
 
+  // REC16 (a.rec16: the KDA tensor-core instance with 16-byte record rows,
+  // one value head of V = 128 per block): the old records' key, d and gate
+  // rows and key scales are requested here at once by cp.async (keys, d and
+  // scales raw into the operand region, which nothing reads before UA and
+  // the A operands; gates into their GF rows, summed in place below), so the
+  // preparation waits one round trip for all of them instead of one per loop
+  // (keys, d; the gates two). The same values, and the same sums in the same
+  // order, as the loads they replace.
+  constexpr bool REC = MMA && KDA && QF == QF_NONE;
+  const bool rec16 = REC && a.rec16;
+  char* const rks = HL ? at_aligned<16>(reinterpret_cast<char*>(smem4), lay.bytes)
+                       : reinterpret_cast<char*>(smem4) + lay.bytes;  // [L][K] raw keys
+  const int kcb = REPLAY_MMA_K * (rg.k_dt == DType::f32 ? 4 : 2);    // bytes per key row
+  const int dcb = REPLAY_MMA_K * (rg.d_dt == DType::f32 ? 4 : 2);    // bytes per d row
+  char* const rds = rks + rg.L * kcb;                                 // [L][V] raw d
+  float* const rss = reinterpret_cast<float*>(rds + rg.L * dcb);      // [L] key scales
+  if (rec16) {
+    const int kc = kcb / 16, dc = dcb / 16, nc = kc + dc + REPLAY_MMA_K / 4;
+    for (int j = warp; j < n_old; j += nwarps) {
+      const int64_t pos = rpos(old_start, j);
+      const char* ksrc = static_cast<const char*>(rg.k) + (s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2) * (kcb / REPLAY_MMA_K);
+      const char* dsrc = static_cast<const char*>(rg.d) + (s * rg.d0 + pos * rg.d1 + int64_t(hv0) * rg.d2 + v0) * (dcb / REPLAY_MMA_K);
+      const char* gsrc = reinterpret_cast<const char*>(rg.g + s * rg.g0 + pos * rg.g1 + int64_t(hv0) * rg.g2);
+      for (int c = lane32; c < nc; c += 32) {
+        if (c < kc) cp_async16(rks + j * kcb + 16 * c, ksrc + 16 * c);
+        else if (c < kc + dc) cp_async16(rds + j * dcb + 16 * (c - kc), dsrc + 16 * (c - kc));
+        else cp_async16(reinterpret_cast<char*>(GF + j * REPLAY_MMA_K) + 16 * (c - kc - dc), gsrc + 16 * (c - kc - dc));
+      }
+      if (lane32 == 0) cp_async4(rss + j, rg.ks + s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2);
+    }
+    cp_async_commit();
+  }
+
   // Window k̂, q̂; the key head's records are appended by block x == 0.
   const bool k_writer = blockIdx.x == 0, g_writer = vtile == 0;
   for (int t = warp; t < T; t += nwarps) {
@@ -316,12 +352,37 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       if (lane32 == 0) rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
     }
   }
+  if (rec16) {
+    // the token's β first (one value head per block: its loads beside the
+    // records'), then the staged rows: KV[j][i] = k_j[i]·ks_j, DT[j][v] = d_j[v]
+    // (RBM = vt = 128)
+    if (tid < T) {
+      const float be = beta_at(in, b, tid, hv0);
+      BETA[tid] = be;
+      if (a.dual && g_writer)
+        static_cast<float*>(a.ring_beta.p)[s * a.ring_beta.s0 + int64_t(rpos(p.append_start, tid)) * a.ring_beta.s1 +
+                                           int64_t(hv0) * a.ring_beta.s2] = be;
+    }
+    cp_async_wait_all();
+    __syncthreads();
+    constexpr int KM = REPLAY_MMA_K;
+    if (rg.k_dt == DType::f32)
+      for (int x = tid; x < n_old * KM; x += NT) KV[x] = reinterpret_cast<const float*>(rks)[x] * rss[x / KM];
+    else
+      for (int x = tid; x < n_old * KM; x += NT)
+        KV[x] = widen_bits(reinterpret_cast<const uint16_t*>(rks)[x], rg.k_dt) * rss[x / KM];
+    if (rg.d_dt == DType::f32)
+      for (int x = tid; x < n_old * KM; x += NT) DT[(x / KM) * RBM + x % KM] = reinterpret_cast<const float*>(rds)[x];
+    else
+      for (int x = tid; x < n_old * KM; x += NT)
+        DT[(x / KM) * RBM + x % KM] = widen_bits(reinterpret_cast<const uint16_t*>(rds)[x], rg.d_dt);
+  }
   // Keys of the old records, a warp per record, two records and 128
   // channels at a time: every load issued before any is widened (load_any
   // widens a 16-bit key in the branch that loads it, so the warp waited for
   // each: docs/perf_notes_delta.md, "the same for the T > 1 kernel's keys and
   // the dual fold's records").
-  for (int j0 = warp; j0 < n_old; j0 += 2 * nwarps) {
+  for (int j0 = warp; j0 < (rec16 ? 0 : n_old); j0 += 2 * nwarps) {
     for (int c0 = 0; c0 < K; c0 += 128) {
       uint32_t kb[2][4];
       float ksv[2];
@@ -359,7 +420,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // d of the old records: a warp per (record, head), lanes along the head's
   // vt rows (row rr = hvl·vt + v − v0; no division per element); two items
   // and 128 rows at a time, raw, as the keys.
-  for (int jh0 = warp; jh0 < n_old * a.nh; jh0 += 2 * nwarps) {
+  for (int jh0 = warp; jh0 < (rec16 ? 0 : n_old * a.nh); jh0 += 2 * nwarps) {
     for (int c0 = 0; c0 < vt; c0 += 128) {
       uint32_t db[2][4];
 #pragma unroll
@@ -394,7 +455,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       }
     }
   }
-  for (int x = tid; x < a.nh * T; x += NT) {
+  for (int x = tid; x < (rec16 ? 0 : a.nh * T); x += NT) {
     const float be = beta_at(in, b, x % T, hv0 + x / T);
     BETA[x] = be;
     if (a.dual && g_writer)
@@ -444,7 +505,14 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       // the channel's ring gates, addressed once
       float* const gring = rg.g + s * rg.g0 + int64_t(hv) * rg.g2 + k;
       float acc = 0.f;
-      if (part == 0) {
+      if (part == 0 && rec16) {  // the staged gates, in place
+        for (int j = n_old - 1; j >= 0; --j) {
+          const float g = GF[j * K + k];
+          GF[j * K + k] = acc;
+          acc += g;
+        }
+        TOT[k] = acc;
+      } else if (part == 0) {
         for (int j0 = n_old - 1; j0 >= 0; j0 -= 8) {
           float g[8];
 #pragma unroll
@@ -821,31 +889,38 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       float rq[4] = {acc[0][2], acc[0][3], acc[1][2], acc[1][3]};
       const float be = tok ? BETA[hvl * T + g] : 0.f, kq = tok ? KQ[g] : 0.f;
       float dfin[4] = {0.f, 0.f, 0.f, 0.f}, ofin[4] = {0.f, 0.f, 0.f, 0.f};
-      for (int t = 0; t < T; ++t) {
-        // every lane rounds (ring_d's dtype is uniform: no divergent switch),
-        // lanes g = t keep theirs
-        float dc[4];
+      // one instance per ring_d dtype (rnd: its rounding), so the loop takes
+      // no dtype branch per value
+      auto solve = [&](auto rnd) {
+        for (int t = 0; t < T; ++t) {
+          // every lane rounds, lanes g = t keep theirs
+          float dc[4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) dc[i] = round_to(rg.d_dt, be * (vin[i] - rk[i]));
-        if (g == t) {
+          for (int i = 0; i < 4; ++i) dc[i] = rnd(be * (vin[i] - rk[i]));
+          if (g == t) {
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            dfin[i] = dc[i];
-            ofin[i] = rq[i] + kq * dfin[i];
+            for (int i = 0; i < 4; ++i) {
+              dfin[i] = dc[i];
+              ofin[i] = rq[i] + kq * dfin[i];
+            }
+          }
+          float dv[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) dv[i] = __shfl_sync(0xffffffffu, dfin[i], 4 * t + t4);
+          if (tok && g > t) {
+            const float wk = wg[n_old + t], wq = wg[NM + n_old + t];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              rk[i] = fmaf(wk, dv[i], rk[i]);
+              rq[i] = fmaf(wq, dv[i], rq[i]);
+            }
           }
         }
-        float dv[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) dv[i] = __shfl_sync(0xffffffffu, dfin[i], 4 * t + t4);
-        if (tok && g > t) {
-          const float wk = wg[n_old + t], wq = wg[NM + n_old + t];
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            rk[i] = fmaf(wk, dv[i], rk[i]);
-            rq[i] = fmaf(wq, dv[i], rq[i]);
-          }
-        }
-      }
+      };
+      // (round_to's three cases)
+      if (rg.d_dt == DType::bf16) solve([](float x) { return __bfloat162float(__float2bfloat16_rn(x)); });
+      else if (rg.d_dt == DType::f16) solve([](float x) { return __half2float(__float2half_rn(x)); });
+      else solve([](float x) { return x; });
       // d, o (and a dual step's v records) of token g at this lane's rows; the
       // dual variant apart, so that a plain step computes no ring_v addresses
       auto stores = [&](auto dual) {

@@ -492,6 +492,90 @@ TEST(DeltaGpu, SpecMmaSmall) {
     }
 }
 
+// REC16 (replay.cuh): where the KDA tensor-core kernel takes its old records
+// by 16-byte cp.async — whole 128-row heads, staged keys, d rows and key
+// scales within the operand region (L <= 21 with bf16 keys and fp32 d, L <=
+// 16 with fp32 keys), never for GDN or packed copies; REPLAYSSM_SPEC_REC16=0
+// turns it off. No GPU needed.
+TEST(DeltaGpu, SpecRecordsByCopiesChoice) {
+  const int sms = 132;
+  auto dims = [](DeltaFamily f, int64_t H, int64_t HV, int64_t B, int64_t L) {
+    delta::Dims d = t1_dims(f, H, HV, B, L);
+    d.T = 5;
+    d.R = d.L + d.T;
+    return d;
+  };
+  using delta::cuda::spec_choice;
+  for (DType st : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(st));
+    const auto k256 = spec_choice(dims(DeltaFamily::kda, 32, 32, 256, 16), st, sms);
+    EXPECT_TRUE(k256.mma && k256.nh == 1 && k256.vt == 128);
+    EXPECT_TRUE(k256.rec16);
+    EXPECT_TRUE(spec_choice(dims(DeltaFamily::kda, 32, 32, 256, 21), st, sms).rec16);
+    EXPECT_FALSE(spec_choice(dims(DeltaFamily::kda, 32, 32, 256, 22), st, sms).rec16);
+    EXPECT_FALSE(spec_choice(dims(DeltaFamily::kda, 32, 32, 256, 32), st, sms).rec16);
+    EXPECT_TRUE(spec_choice(dims(DeltaFamily::kda, 32, 32, 256, 16), st, sms, nullptr, DType::f32, DType::f32).rec16);
+    EXPECT_FALSE(spec_choice(dims(DeltaFamily::kda, 32, 32, 256, 17), st, sms, nullptr, DType::f32, DType::f32).rec16);
+    EXPECT_FALSE(spec_choice(dims(DeltaFamily::gdn, 16, 64, 256, 16), st, sms).rec16);
+    // SpecRecordsByCopiesMatchLoads' launches take it
+    EXPECT_TRUE(spec_choice(dims(DeltaFamily::kda, 32, 32, 24, 8), st, sms).rec16);
+    EXPECT_TRUE(spec_choice(dims(DeltaFamily::kda, 32, 32, 24, 16), st, sms, nullptr, DType::f32, DType::f32).rec16);
+    ScopedEnv off("REPLAYSSM_SPEC_REC16", "0");
+    EXPECT_FALSE(spec_choice(dims(DeltaFamily::kda, 32, 32, 256, 16), st, sms).rec16);
+  }
+  const QuantLayout l = quant_layout(ReadFormat::fp8_e4m3, 128, 128);
+  EXPECT_FALSE(spec_choice(dims(DeltaFamily::kda, 32, 32, 256, 16), DType::f32, sms, &l).rec16);
+}
+
+// REC16 on the GPU against the same kernel's loads (REPLAYSSM_SPEC_REC16=0):
+// two pools of the same contents take the same speculative steps (T = 5,
+// random acceptances; L = 8 and 16, so rows flush), outputs and every pool
+// tensor byte for byte after each step: fp32 / bf16 states, bf16 / fp32 d
+// records, bf16 / fp32 keys (activations), at the model shape.
+// The cpu backend checks the copies' path through the other spec tests.
+TEST(DeltaGpu, SpecRecordsByCopiesMatchLoads) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const DType F = DType::f32, H = DType::bf16;
+  const Cfg cfgs[] = {{DeltaFamily::kda, {32, 32, 128, 128}},
+                      {DeltaFamily::kda, {32, 32, 128, 128}, H},
+                      {DeltaFamily::kda, {32, 32, 128, 128}, F, H, F, H},
+                      {DeltaFamily::kda, {32, 32, 128, 128}, F, F, F, F}};
+  uint32_t seed = 1500;
+  for (const Cfg& c : cfgs)
+    for (int64_t L : {8, 16}) {
+      SCOPED_TRACE(name(c) + " L" + std::to_string(L));
+      const int64_t B = 24, S = 27, T = 5;
+      std::mt19937 ra(seed), rb(seed);
+      Pool pa(c, S, L, T, ra), pb(c, S, L, T, rb);  // the same contents
+      std::mt19937 rng(seed + 1);
+      Pair slot = make_slots(B, S, 1, -1, rng);
+      for (int step = 0; step < 14; ++step) {
+        Inputs in(c, {B, T}, rng);
+        Pair acc;
+        if (step > 0) {
+          acc.make(DType::i32, {B});
+          for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % T)));
+          acc.upload();
+        }
+        const Tensor at = step > 0 ? acc.dt() : Tensor{};
+        {
+          ScopedEnv off("REPLAYSSM_SPEC_REC16", "0");
+          delta_replay_step(c.f, in.step(true, slot, -1), pa.view(true), at, false, cuda_exec());
+        }
+        sync();
+        const HostTensor oa = in.o.fetch();
+        in.poison();
+        delta_replay_step(c.f, in.step(true, slot, -1), pb.view(true), at, false, cuda_exec());
+        sync();
+        EXPECT_TRUE(in.o.fetch().bytes_equal(oa)) << "o, step " << step;
+        for (auto m : {&Pool::state, &Pool::rd, &Pool::rk, &Pool::rks, &Pool::rg, &Pool::cur})
+          EXPECT_TRUE((pa.*m).fetch().bytes_equal((pb.*m).fetch())) << "pool, step " << step;
+        if (::testing::Test::HasFailure()) return;
+      }
+      ++seed;
+    }
+}
+
 // Speculative steps through the tensor-core stream (K = 128: the model
 // shapes and a small head) with fp32 states, activations, gates and d
 // records, against the fp64 reference at the fp32 tolerance (2e-5): the

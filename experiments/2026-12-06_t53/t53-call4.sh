@@ -1,0 +1,35 @@
+#!/bin/bash
+# t53, device call 4 (carry gpubin-x/t53r.tar.xz; `main` = main's build at
+# 7d4e3ac, `rec` = the working tree: the KDA tensor-core T > 1 kernel's old
+# records by 16-byte cp.async (REC16, REPLAYSSM_SPEC_REC16=0 turns it off)
+# and the window solve's rounding hoisted (both tensor-core kernels, GDN
+# and KDA)). First rec's speculative delta tests (8 shards), memcheck and
+# racecheck on the new equality test, then T = 5 / 8 rows: main, rec, rec
+# with REC16 off, builds alternating, two rounds.
+#   run: bash experiments/2026-12-06_t53/t53-call4.sh
+set -u
+cd "$(dirname "$0")/../.."
+nvidia-smi --query-gpu=name --format=csv,noheader | head -1
+d=$(mktemp -d)
+xz -dc gpubin-x/t53r.tar.xz | tar -C "$d" -x
+M=$d/main R=$d/rec
+F='DeltaGpu.Spec*:DeltaGpu.GraphReplayChangingAcceptances:Part/DeltaGpuSpec*:Part/DeltaGpuSpeculative*:DeltaGpuArena.SpeculativeWindows:DeltaGpuArena.PaddedRows:DeltaGpuArena.MisalignedRowsRejected:Part/DualDeltaGpuSpeculativeWindows*:Part/DualDeltaGpuArena*'
+bash scripts/gpu_shard_tests.sh "$R/replayssm_gpu_tests" "$F" "$OUT/tests" 8 200 2>&1 | tail -n 12
+grep -h "FAILED\|Failure" "$OUT"/tests/tests*.txt | head -20
+for tool in memcheck racecheck; do
+  timeout 150 compute-sanitizer --tool $tool "$R/replayssm_gpu_tests" --gtest_brief=1 \
+    --gtest_filter='DeltaGpu.SpecRecordsByCopiesMatchLoads' 2>&1 | tail -n 3 | sed "s/^/$tool /"
+done
+A="--backend cuda --L 16 --target-ms 2 --family kda,gdn --preset kimi,qwen35-122b --modes replay"
+for r in 1 2; do
+  for b in main rec rec0; do
+    bin=$d/${b%0}/replayssm
+    [[ $b == rec0 ]] && export REPLAYSSM_SPEC_REC16=0 || unset REPLAYSSM_SPEC_REC16
+    timeout 120 $bin bench $A --out $OUT/r${r}_$b.jsonl --batch 64,256,512 --T 5 --state fp32 2>&1 | grep " replay" | sed "s/^/$b r$r /"
+    timeout 90 $bin bench $A --out $OUT/r${r}_${b}_x.jsonl --batch 256 --T 5 --state bf16 2>&1 | grep " replay" | sed "s/^/$b r$r /"
+    timeout 90 $bin bench $A --out $OUT/r${r}_${b}_t8.jsonl --batch 256 --T 8 --state fp32 2>&1 | grep " replay" | sed "s/^/$b r$r /"
+  done
+done
+unset REPLAYSSM_SPEC_REC16
+(cd "$OUT" && cat r*.jsonl > rows.txt && rm -f r*.jsonl && mv rows.txt rows.jsonl)
+rm -rf "$OUT/tests"
