@@ -4,7 +4,8 @@
 # records by 16-byte cp.async (REC16, REPLAYSSM_SPEC_REC16=0 turns it off)
 # and the window solve's rounding hoisted (both tensor-core kernels, GDN
 # and KDA)). First rec's speculative delta tests (8 shards), memcheck and
-# racecheck on the new equality test, then T = 5 / 8 rows: main, rec, rec
+# racecheck on the new equality test (launches 5-12 of the replay kernel:
+# flushing steps, REC16 off and on), then T = 5 / 8 rows: main, rec, rec
 # with REC16 off, builds alternating, two rounds.
 #   run: bash experiments/2026-12-06_t53/t53-call4.sh
 set -u
@@ -14,11 +15,11 @@ d=$(mktemp -d)
 xz -dc gpubin-x/t53r.tar.xz | tar -C "$d" -x
 M=$d/main R=$d/rec
 F='DeltaGpu.Spec*:DeltaGpu.GraphReplayChangingAcceptances:Part/DeltaGpuSpec*:Part/DeltaGpuSpeculative*:DeltaGpuArena.SpeculativeWindows:DeltaGpuArena.PaddedRows:DeltaGpuArena.MisalignedRowsRejected:Part/DualDeltaGpuSpeculativeWindows*:Part/DualDeltaGpuArena*'
-bash scripts/gpu_shard_tests.sh "$R/replayssm_gpu_tests" "$F" "$OUT/tests" 8 170 2>&1 | tail -n 12
+bash scripts/gpu_shard_tests.sh "$R/replayssm_gpu_tests" "$F" "$OUT/tests" 8 150 2>&1 | tail -n 12
 grep -h "FAILED\|Failure" "$OUT"/tests/tests*.txt | head -20
 for tool in memcheck racecheck; do
-  timeout 90 compute-sanitizer --tool $tool "$R/replayssm_gpu_tests" --gtest_brief=1 \
-    --gtest_filter='DeltaGpu.SpecRecordsByCopiesMatchLoads' 2>&1 | tail -n 3 | sed "s/^/$tool /"
+  timeout 60 compute-sanitizer --tool $tool --kernel-name regex:delta_replay_kernel --launch-skip 4 --launch-count 8 "$R/replayssm_gpu_tests" --gtest_brief=1 \
+    --gtest_filter='DeltaGpu.SpecRecordsByCopiesMatchLoads' --gtest_break_on_failure 2>&1 | tail -n 3 | sed "s/^/$tool /"
 done
 A="--backend cuda --L 16 --target-ms 2 --family kda,gdn --preset kimi,qwen35-122b --modes replay"
 for r in 1 2; do
