@@ -1,12 +1,17 @@
 #!/bin/bash
 # t53, device call 4 (carry gpubin-x/t53r.tar.xz; `main` = main's build at
 # 7d4e3ac, `rec` = the working tree: the KDA tensor-core T > 1 kernel's old
-# records by 16-byte cp.async (REC16, REPLAYSSM_SPEC_REC16=0 turns it off)
+# records and window gates loaded at once (REC16, REPLAYSSM_SPEC_REC16=0
+# turns it off)
 # and the window solve's rounding hoisted (both tensor-core kernels, GDN
 # and KDA)). First rec's speculative delta tests (8 shards), memcheck and
 # racecheck on the new equality test (launches 5-12 of the replay kernel:
 # flushing steps, REC16 off and on), then T = 5 / 8 rows: main, rec, rec
 # with REC16 off, builds alternating, two rounds (T = 8 in the first).
+# The pack is git-ignored and does not outlive the session's checkout; to
+# remake it: build 7d4e3ac and this branch (cmake -S . -B DIR -G Ninja
+# -DCMAKE_BUILD_TYPE=Release -DREPLAYSSM_CUDA=ON && ninja -C DIR), then
+# DEST=gpubin-x/t53r.tar.xz bash scripts/pack_builds.sh main=MAIN_DIR rec=BRANCH_DIR
 #   run: bash experiments/2026-12-06_t53/t53-call4.sh
 set -u
 cd "$(dirname "$0")/../.."

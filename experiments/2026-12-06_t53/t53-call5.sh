@@ -4,6 +4,10 @@
 # rec's speculative delta tests (8 shards, 75 s), memcheck on eight launches
 # of the new equality test, then T = 5 fp32 B = 256 GDN HV64 / KDA: main,
 # rec, rec with REPLAYSSM_SPEC_REC16=0, builds alternating, two rounds.
+# The pack is git-ignored and does not outlive the session's checkout; to
+# remake it: build 7d4e3ac and this branch (cmake -S . -B DIR -G Ninja
+# -DCMAKE_BUILD_TYPE=Release -DREPLAYSSM_CUDA=ON && ninja -C DIR), then
+# DEST=gpubin-x/t53r.tar.xz bash scripts/pack_builds.sh main=MAIN_DIR rec=BRANCH_DIR
 #   run: bash experiments/2026-12-06_t53/t53-call5.sh
 set -u
 cd "$(dirname "$0")/../.."

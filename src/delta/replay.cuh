@@ -352,10 +352,22 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
       if (lane32 == 0) rg.ks[s * rg.ks0 + pos * rg.ks1 + int64_t(kh) * rg.ks2] = ks;
     }
   }
+  // REC16: the window's raw gates and their constants, loaded beside the
+  // records by the threads that take them in the gates' part 1 below
+  [[maybe_unused]] GateRaw wgr{};
+  [[maybe_unused]] uint32_t wraw[8];
   if (rec16) {
-    // the token's β first (one value head per block: its loads beside the
-    // records'), then the staged rows: KV[j][i] = k_j[i]·ks_j, DT[j][v] = d_j[v]
-    // (RBM = vt = 128)
+    // the token's β and window gates first (one value head per block: their
+    // loads beside the records'), then the staged rows: KV[j][i] =
+    // k_j[i]·ks_j, DT[j][v] = d_j[v] (RBM = vt = 128)
+    if (tid >= REPLAY_MMA_K) {  // part 1's channel tid − K (T <= 8)
+      const int k = tid - REPLAY_MMA_K;
+      wgr = gate_raw(in, true, b, 0, hv0, k);
+      const int64_t gin = b * in.g.sb + int64_t(hv0) * in.g.sh + k;
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (e < T) wraw[e] = load_bits(in.g.p, in.g.dt, gin + int64_t(e) * in.g.st);
+    }
     if (tid < T) {
       const float be = beta_at(in, b, tid, hv0);
       BETA[tid] = be;
@@ -527,7 +539,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
         }
         TOT[k] = acc;
       } else {
-        GateRaw gr = gate_raw(in, true, b, 0, hv, k);  // the raw-gate constants; .x per token below
+        GateRaw gr = rec16 ? wgr : gate_raw(in, true, b, 0, hv, k);  // the raw-gate constants; .x per token below
         // −e^{A_log} once per channel (gate_of's factor; the same product below)
         [[maybe_unused]] const float nega = MMA && in.raw_gate ? -expf(gr.al) : 0.f;
         const int64_t gin = b * in.g.sb + int64_t(hv) * in.g.sh + k;
@@ -535,7 +547,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
           uint32_t raw[8];
 #pragma unroll
           for (int e = 0; e < 8; ++e)
-            if (t0 + e < T) raw[e] = load_bits(in.g.p, in.g.dt, gin + int64_t(t0 + e) * in.g.st);
+            if (t0 + e < T) raw[e] = rec16 ? wraw[e] : load_bits(in.g.p, in.g.dt, gin + int64_t(t0 + e) * in.g.st);
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
             const int t = t0 + e;
