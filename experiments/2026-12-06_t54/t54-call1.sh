@@ -1,10 +1,12 @@
 #!/bin/bash
-# t54, device call 1: t53-call5 reordered for a short device budget (~200 s):
+# t54, device call 1: branch t53-rec16's t53-call5 reordered for a short
+# device budget (~200 s), without its memcheck:
 # one round of T = 5 fp32 B = 256 GDN HV64 / KDA rows (main, rec, rec with
 # REPLAYSSM_SPEC_REC16=0), then rec's speculative delta tests (8 shards,
 # 70 s), then the second round. carry gpubin-x/t53r.tar.xz (`main` =
-# 7d4e3ac, `rec` = branch t53-rec16 at c97a465; t53-call4.sh says how to
-# remake the pack).
+# 7d4e3ac, `rec` = branch t53-rec16 at c97a465; the branch's t53-call4.sh
+# says how to remake the pack). Runs from main's tree or the branch's: it
+# needs only the pack and scripts/gpu_shard_tests.sh.
 #   run: bash experiments/2026-12-06_t54/t54-call1.sh
 set -u
 cd "$(dirname "$0")/../.."
