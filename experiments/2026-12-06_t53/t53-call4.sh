@@ -21,9 +21,9 @@ xz -dc gpubin-x/t53r.tar.xz | tar -C "$d" -x
 M=$d/main R=$d/rec
 F='DeltaGpu.Spec*:DeltaGpu.GraphReplayChangingAcceptances:Part/DeltaGpuSpec*:Part/DeltaGpuSpeculative*:DeltaGpuArena.SpeculativeWindows:DeltaGpuArena.PaddedRows:DeltaGpuArena.MisalignedRowsRejected:Part/DualDeltaGpuSpeculativeWindows*:Part/DualDeltaGpuArena*'
 bash scripts/gpu_shard_tests.sh "$R/replayssm_gpu_tests" "$F" "$OUT/tests" 8 170 2>&1 | tail -n 12
-grep -h "FAILED\|Failure" "$OUT"/tests/tests*.txt | head -20
+tar -xzOf "$OUT/tests/tests.tgz" | grep "FAILED\|Failure" | head -20
 for tool in memcheck racecheck; do
-  timeout 60 compute-sanitizer --tool $tool --kernel-name regex:delta_replay_kernel --launch-skip 4 --launch-count 8 "$R/replayssm_gpu_tests" --gtest_brief=1 \
+  timeout 60 compute-sanitizer --tool $tool --kernel-name kns=delta_replay_kernel --launch-skip 4 --launch-count 8 "$R/replayssm_gpu_tests" --gtest_brief=1 \
     --gtest_filter='DeltaGpu.SpecRecordsByCopiesMatchLoads' --gtest_break_on_failure 2>&1 | tail -n 3 | sed "s/^/$tool /"
 done
 A="--backend cuda --L 16 --target-ms 2 --family kda,gdn --preset kimi,qwen35-122b --modes replay"

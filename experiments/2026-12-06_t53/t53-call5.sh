@@ -18,8 +18,8 @@ xz -dc gpubin-x/t53r.tar.xz | tar -C "$d" -x
 R=$d/rec
 F='DeltaGpu.SpecRecordsByCopies*:DeltaGpu.SpecProductionTiles:DeltaGpu.SpecMmaSmall:DeltaGpu.SpecSmallBatchTiles:DeltaGpu.GraphReplayChangingAcceptances:Part/DeltaGpuSpecTensorCores*:Part/DeltaGpuSpeculativeWindows*:DeltaGpuArena.SpeculativeWindows:Part/DualDeltaGpuSpeculativeWindows*'
 bash scripts/gpu_shard_tests.sh "$R/replayssm_gpu_tests" "$F" "$OUT/tests" 8 75 2>&1 | tail -n 10
-grep -h "tests from\|FAILED\|Failure" "$OUT"/tests/tests*.txt | head -20
-timeout 25 compute-sanitizer --tool memcheck --kernel-name regex:delta_replay_kernel --launch-skip 4 --launch-count 6 \
+tar -xzOf "$OUT/tests/tests.tgz" | grep "tests from\|FAILED\|Failure" | head -20
+timeout 25 compute-sanitizer --tool memcheck --kernel-name kns=delta_replay_kernel --launch-skip 4 --launch-count 6 \
   "$R/replayssm_gpu_tests" --gtest_brief=1 --gtest_filter='DeltaGpu.SpecRecordsByCopiesMatchLoads' 2>&1 | tail -n 3
 A="--backend cuda --L 16 --target-ms 2 --family kda,gdn --preset kimi,qwen35-122b --modes replay --batch 256 --T 5 --state fp32"
 for r in 1 2; do

@@ -27,7 +27,7 @@ rows() {
 rows 1
 F='DeltaGpu.SpecRecordsByCopies*:DeltaGpu.SpecProductionTiles:DeltaGpu.SpecMmaSmall:DeltaGpu.SpecSmallBatchTiles:DeltaGpu.GraphReplayChangingAcceptances:Part/DeltaGpuSpecTensorCores*:Part/DeltaGpuSpeculativeWindows*:DeltaGpuArena.SpeculativeWindows:Part/DualDeltaGpuSpeculativeWindows*'
 bash scripts/gpu_shard_tests.sh "$R/replayssm_gpu_tests" "$F" "$OUT/tests" 8 70 2>&1 | tail -n 10
-grep -h "tests from\|FAILED\|Failure" "$OUT"/tests/tests*.txt | head -20
+tar -xzOf "$OUT/tests/tests.tgz" | grep "tests from\|FAILED\|Failure" | head -20
 rows 2
 (cd "$OUT" && cat r*.jsonl > rows.txt && rm -f r*.jsonl && mv rows.txt rows.jsonl)
 rm -rf "$OUT/tests"
