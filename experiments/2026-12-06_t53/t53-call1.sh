@@ -5,12 +5,14 @@
 # Mamba2Gpu.Replay*), then the issue 3-5 target rows at B = 256, L = 16 with
 # their baselines in the same run, two rounds. On any card; the card's
 # name is the first line. SKIP_TESTS=1: the rows only (t53-call3).
+# PACK=gpubin-x/OTHER.tar.xz: the `main` build of another pack (t55: t55s,
+# main's build at b6b96ac's code).
 #   run: bash experiments/2026-12-06_t53/t53-call1.sh
 set -u
 cd "$(dirname "$0")/../.."
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1
 d=$(mktemp -d)
-xz -dc gpubin-x/t53m.tar.xz | tar -C "$d" -x
+xz -dc "${PACK:-gpubin-x/t53m.tar.xz}" | tar -C "$d" -x
 M=$d/main
 [[ ${SKIP_TESTS:-0} == 1 ]] || timeout 240 "$M/replayssm_gpu_tests" --gtest_brief=1 --gtest_filter='DualMamba2Gpu.*:Mamba2Gpu.Replay*' 2>&1 | tail -n 5
 A="--backend cuda --L 16 --target-ms 2"
