@@ -20,7 +20,8 @@
 # Shorter (less device time left): ROUNDS="1" and / or VARIANTS="main split a3";
 # SKIP_SAN=1 skips the sanitizers. PACK=gpubin-x/t57.tar.xz A3C=8861ec0: t57's pack (a3 = 8861ec0).
 # SHORT=1 (t57-call1): only A3's and REC16's byte-for-byte tests, one shard,
-# and only the KDA fp32 parts a and d.
+# and only the KDA fp32 parts a and d. Variant a3pf0 (t58-call1): A3 with
+# the block-ahead record prefetch off.
 # To remake the pack: xz -dc gpubin-x/t53r.tar.xz | tar -C /tmp/p -x (its
 # `rec` is main's code), build the branch (cmake -S . -B DIR -G Ninja
 # -DCMAKE_BUILD_TYPE=Release -DREPLAYSSM_CUDA=ON && ninja -C DIR), then
@@ -56,6 +57,7 @@ for r in ${ROUNDS:-1 2}; do
     case $b in
       a3) export REPLAYSSM_SPEC_A3=1 ;;
       a3r0) export REPLAYSSM_SPEC_A3=1 REPLAYSSM_SPEC_REC16=0 ;;
+      a3pf0) export REPLAYSSM_SPEC_A3=1 REPLAYSSM_SPEC_REC_PF=0 ;;
       split0) export REPLAYSSM_SPEC_REC16=0 ;;
       splitpf0) export REPLAYSSM_SPEC_REC_PF=0 ;;
       splithpf0) export REPLAYSSM_SPEC_HALF_PF=0 ;;
