@@ -919,7 +919,8 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     check::require(smem <= 227 * 1024, fn, "pool.L", "L + T too large for the cuda replay kernel's shared memory");
     const Launch l = launch_of(fn, unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                                REPLAY_THREADS, smem, exec);
-    a.rec_pf = dual ? 0 : replay_spec_prefetch_distance(kda, d.B, sms);
+    // REPLAYSSM_SPEC_REC_PF: another distance (0: none), for measurements
+    a.rec_pf = dual ? 0 : std::max(0, env_int("REPLAYSSM_SPEC_REC_PF", replay_spec_prefetch_distance(kda, d.B, sms)));
     a.rec16 = mma && rec16_fits(pool, tile, d);
     if (dual) dual->before();
     if (qf == QF_FP8) kda ? launch_replay_quant<QF_FP8, true>(a, l) : launch_replay_quant<QF_FP8, false>(a, l);

@@ -60,7 +60,10 @@ ReplayArgs with_replay_layout(const ReplayArgs& a) {
 template <DType SD, bool KDA> void launch_replay(const ReplayArgs& a, const Launch& l) {
   launch_kernel<delta_replay_kernel<SD, KDA>>(l, with_replay_layout<KDA, false>(a));
 }
+// KDA with a.rec16 (delta_launch.cu rec16_fits): REC16's instance
 template <DType SD, bool KDA> void launch_replay_mma(const ReplayArgs& a, const Launch& l) {
+  if constexpr (KDA)
+    if (a.rec16) return launch_kernel<delta_replay_kernel<SD, KDA, QF_NONE, true, true>>(l, with_replay_layout<KDA, true>(a));
   launch_kernel<delta_replay_kernel<SD, KDA, QF_NONE, true>>(l, with_replay_layout<KDA, true>(a));
 }
 template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l) {

@@ -137,7 +137,7 @@ __device__ __forceinline__ void store_quad(void* p, DType dt, int64_t o, const f
 }
 
 // MMA (T > 1, QF_NONE, K = 128): the rows on tensor cores (see below).
-template <DType SD, bool KDA, int QF = QF_NONE, bool MMA = false>
+template <DType SD, bool KDA, int QF = QF_NONE, bool MMA = false, bool R16 = false>
 __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayArgs a) {
   // QF != QF_NONE: the state is a packed read copy decoded to fp32 rows.
   using RW = Row<QF == QF_NONE ? SD : DType::f32>;
@@ -296,15 +296,16 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // preparation waits one round trip for all of them instead of one per loop
   // (keys, d; the gates two). The same values, and the same sums in the same
   // order, as the loads they replace.
-  constexpr bool REC = MMA && KDA && QF == QF_NONE;
-  const bool rec16 = REC && a.rec16;
+  // R16: its own instance (launch_replay_mma takes it where a.rec16), so the
+  // loads' path compiles without REC16's code beside it.
+  constexpr bool rec16 = MMA && KDA && QF == QF_NONE && R16;
   char* const rks = HL ? at_aligned<16>(reinterpret_cast<char*>(smem4), lay.bytes)
                        : reinterpret_cast<char*>(smem4) + lay.bytes;  // [L][K] raw keys
   const int kcb = REPLAY_MMA_K * (rg.k_dt == DType::f32 ? 4 : 2);    // bytes per key row
   const int dcb = REPLAY_MMA_K * (rg.d_dt == DType::f32 ? 4 : 2);    // bytes per d row
   char* const rds = rks + rg.L * kcb;                                 // [L][V] raw d
   float* const rss = reinterpret_cast<float*>(rds + rg.L * dcb);      // [L] key scales
-  if (rec16) {
+  if constexpr (rec16) {
     const int kc = kcb / 16, dc = dcb / 16, nc = kc + dc + REPLAY_MMA_K / 4;
     for (int j = warp; j < n_old; j += nwarps) {
       const int64_t pos = rpos(old_start, j);
@@ -356,7 +357,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // records by the threads that take them in the gates' part 1 below
   [[maybe_unused]] GateRaw wgr{};
   [[maybe_unused]] uint32_t wraw[8];
-  if (rec16) {
+  if constexpr (rec16) {
     // the token's β and window gates first (one value head per block: their
     // loads beside the records'), then the staged rows: KV[j][i] =
     // k_j[i]·ks_j, DT[j][v] = d_j[v] (RBM = vt = 128)
