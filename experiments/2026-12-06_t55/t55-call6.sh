@@ -2,13 +2,18 @@
 # t55, device call 6 (not yet run; carry gpubin-x/t55s.tar.xz: `main` = main's
 # build at b6b96ac's code (REC16 in the one KDA tensor-core instance; the
 # pack's binaries are t53r's `rec`), `split` = branch t55-rec16-split (REC16
-# in an instance of its own, R16, so the loads' path compiles without it).
+# in an instance of its own, R16, so the loads' path compiles without it;
+# fp32 states: the second half of each warp's first tile prefetched into L2
+# before the preparation, REPLAYSSM_SPEC_HALF_PF).
 # First split's speculative delta tests (8 shards) and memcheck / racecheck
 # on the equality test (REC16 on and off), then KDA rows: main, split and
 # split with REPLAYSSM_SPEC_REC16=0 (`split0`), builds alternating, two
 # rounds: fp32 T = 5 at B = 64 / 256 / 512, L = 32 (REC16 does not fit),
-# bf16 states, and T = 8 in round 1; and split with the block-ahead record
-# prefetch off (REPLAYSSM_SPEC_REC_PF=0, `splitpf0`) at fp32 T = 5. ~420 s.
+# bf16 states, and T = 8 in round 1; and at fp32 T = 5 split with the
+# block-ahead record prefetch off (REPLAYSSM_SPEC_REC_PF=0, `splitpf0`) and
+# with the half-tile prefetch off (REPLAYSSM_SPEC_HALF_PF=0, `splithpf0`);
+# GDN fp32 T = 5: main, split, and split with the half-tile prefetch on
+# (REPLAYSSM_SPEC_HALF_PF=1, `splitgh1`; off by default for GDN). ~480 s.
 # To remake the pack: xz -dc gpubin-x/t53r.tar.xz | tar -C /tmp/p -x (its
 # `rec` is main's code), build the branch (cmake -S . -B DIR -G Ninja
 # -DCMAKE_BUILD_TYPE=Release -DREPLAYSSM_CUDA=ON && ninja -C DIR), then
@@ -29,19 +34,32 @@ for tool in memcheck racecheck; do
   echo "$tool rc=$?"
   tail -n 2 "$OUT/$tool.txt"
 done
-A="--backend cuda --target-ms 2 --family kda --preset kimi --modes replay --T 5"
+A="--backend cuda --target-ms 2 --modes replay --T 5"
+KA="$A --family kda --preset kimi" GA="$A --family gdn --preset qwen35-122b"
 for r in 1 2; do
-  for b in main split split0 splitpf0; do
+  for b in main split split0 splitpf0 splithpf0 splitgh1; do
     bin=$d/split/replayssm
     [[ $b == main ]] && bin=$d/main/replayssm
-    [[ $b == split0 ]] && export REPLAYSSM_SPEC_REC16=0 || unset REPLAYSSM_SPEC_REC16
-    [[ $b == splitpf0 ]] && export REPLAYSSM_SPEC_REC_PF=0 || unset REPLAYSSM_SPEC_REC_PF
-    timeout 60 $bin bench $A --L 16 --batch 64,256,512 --state fp32 --out $OUT/r${r}_${b}_a.jsonl 2>&1 | grep " replay" | sed "s/^/$b r$r /"
-    [[ $b == splitpf0 ]] && continue  # the block-ahead record prefetch off: part a only
-    timeout 40 $bin bench $A --L 32 --batch 256 --state fp32 --out $OUT/r${r}_${b}_b.jsonl 2>&1 | grep " replay" | sed "s/^/$b r$r /"
-    timeout 40 $bin bench $A --L 16 --batch 256 --state bf16 --out $OUT/r${r}_${b}_c.jsonl 2>&1 | grep " replay" | sed "s/^/$b r$r /"
-    [[ $r == 1 ]] && timeout 40 $bin bench ${A/--T 5/--T 8} --L 16 --batch 256 --state fp32 --out $OUT/r${r}_${b}_d.jsonl 2>&1 | grep " replay" | sed "s/^/$b r$r /"
+    unset REPLAYSSM_SPEC_REC16 REPLAYSSM_SPEC_REC_PF REPLAYSSM_SPEC_HALF_PF
+    case $b in
+      split0) export REPLAYSSM_SPEC_REC16=0 ;;
+      splitpf0) export REPLAYSSM_SPEC_REC_PF=0 ;;
+      splithpf0) export REPLAYSSM_SPEC_HALF_PF=0 ;;
+      splitgh1) export REPLAYSSM_SPEC_HALF_PF=1 ;;
+    esac
+    run() {  # part, timeout, bench arguments
+      local part=$1 t=$2; shift 2
+      timeout $t $bin bench "$@" --out $OUT/r${r}_${b}_$part.jsonl 2>&1 | grep " replay" | sed "s/^/$b r$r /"
+    }
+    # a: KDA fp32 T = 5 (every variant but splitgh1)
+    [[ $b != splitgh1 ]] && run a 60 $KA --L 16 --batch 64,256,512 --state fp32
+    # e: GDN fp32 T = 5 (main, split, splitgh1: the half-tile prefetch on GDN)
+    [[ $b == main || $b == split || $b == splitgh1 ]] && run e 60 $GA --L 16 --batch 64,256,512 --state fp32
+    [[ $b == main || $b == split || $b == split0 ]] || continue
+    run b 40 $KA --L 32 --batch 256 --state fp32
+    run c 40 $KA --L 16 --batch 256 --state bf16
+    [[ $r == 1 ]] && run d 40 ${KA/--T 5/--T 8} --L 16 --batch 256 --state fp32
   done
 done
-unset REPLAYSSM_SPEC_REC16 REPLAYSSM_SPEC_REC_PF
-# rows stay one file per round, build and part (r<round>_<build>_<a-d>.jsonl)
+unset REPLAYSSM_SPEC_REC16 REPLAYSSM_SPEC_REC_PF REPLAYSSM_SPEC_HALF_PF
+# rows stay one file per round, build and part (r<round>_<build>_<a-e>.jsonl)

@@ -922,6 +922,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     // REPLAYSSM_SPEC_REC_PF: another distance (0: none), for measurements
     a.rec_pf = dual ? 0 : std::max(0, env_int("REPLAYSSM_SPEC_REC_PF", replay_spec_prefetch_distance(kda, d.B, sms)));
     a.rec16 = mma && rec16_fits(pool, tile, d);
+    a.half_pf = env_int("REPLAYSSM_SPEC_HALF_PF", kda ? 1 : 0) != 0;
     if (dual) dual->before();
     if (qf == QF_FP8) kda ? launch_replay_quant<QF_FP8, true>(a, l) : launch_replay_quant<QF_FP8, false>(a, l);
     else if (qf == QF_NVFP4) kda ? launch_replay_quant<QF_NVFP4, true>(a, l) : launch_replay_quant<QF_NVFP4, false>(a, l);

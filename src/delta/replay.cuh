@@ -253,6 +253,12 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   };
   if constexpr (MMA) {
     if (warp < RB / 16) issue_unit(row_ptr(warp * 16), 0);
+    // a.half_pf (fp32 states): the second half of the warp's first tile in
+    // L2 too (its unit after the preparation, which else waits a whole round
+    // trip then; lanes 0-15: a row's columns 64-127 each)
+    if constexpr (WIDE && QF == QF_NONE)
+      if (a.half_pf && warp < RB / 16 && lane32 < 16)
+        cuda_util::prefetch_l2(row_ptr(warp * 16) + int64_t(lane32) * a.st.s2 + 64, uint32_t(64 * sizeof(TS)));
     if constexpr (SPF) prefetch_tile(warp + nwarps);
   }
   // the last warp: L2 prefetch of the records of the block a.rec_pf ahead
