@@ -3,8 +3,9 @@
 # build at b6b96ac's code (REC16 in the one KDA tensor-core instance; the
 # pack's binaries are t53r's `rec`), `split` = branch t55-rec16-split (REC16
 # in an instance of its own, R16, so the loads' path compiles without it;
-# fp32 states: the second half of each warp's first tile prefetched into L2
-# before the preparation, REPLAYSSM_SPEC_HALF_PF).
+# fp32 states: the second half of each warp's tile prefetched into L2 when
+# its first half is requested, the first tile's before the preparation,
+# REPLAYSSM_SPEC_HALF_PF).
 # First split's speculative delta tests (8 shards) and memcheck / racecheck
 # on the equality test (REC16 on and off), then KDA rows: main, split and
 # split with REPLAYSSM_SPEC_REC16=0 (`split0`), builds alternating, two

@@ -171,9 +171,9 @@ struct ReplayArgs {
   // Last, so that the other kernels keep their parameter offsets.
   bool rec16 = false;
   // fp32 tensor-core T > 1 kernel (replay.cuh): the second half of each
-  // warp's first tile is prefetched into L2 before the preparation (KDA by
-  // default; REPLAYSSM_SPEC_HALF_PF=0 / 1 sets it for both families, for
-  // measurements).
+  // warp's tile is prefetched into L2 when its first is requested (the first
+  // tile's before the preparation) (KDA by default; REPLAYSSM_SPEC_HALF_PF=0
+  // / 1 sets it for both families, for measurements).
   bool half_pf = false;
 };
 

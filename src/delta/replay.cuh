@@ -813,6 +813,12 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
           if (nt < ntiles)
             issue_unit(WIDE && hf == 0 ? trow : state + int64_t(hv0 + t_hvl) * a.st.s1 + int64_t(v0 + t_rem) * a.st.s2,
                        WIDE && hf == 0 ? 1 : 0);
+          // a.half_pf: the next tile's second half into L2 beside its first
+          // (two units in flight per warp, one of them in L2)
+          if constexpr (WIDE && QF == QF_NONE)
+            if (a.half_pf && hf == 1 && nt < ntiles && lane32 < 16)
+              cuda_util::prefetch_l2(state + int64_t(hv0 + t_hvl) * a.st.s1 + int64_t(v0 + t_rem + lane32) * a.st.s2 + 64,
+                                     uint32_t(64 * sizeof(TS)));
           if constexpr (SPF)
             if (!(WIDE && hf == 0)) prefetch_tile(tile + 2 * nwarps);
         }
