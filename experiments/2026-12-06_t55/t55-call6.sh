@@ -41,6 +41,10 @@ for r in 1 2; do
   for b in main split split0 splitpf0 splithpf0 splitgh1; do
     bin=$d/split/replayssm
     [[ $b == main ]] && bin=$d/main/replayssm
+    # the rows' `commit`: the code each build was made from (the device's
+    # own tree would report the branch head)
+    export REPLAYSSM_COMMIT=94c142b
+    [[ $b == main ]] && REPLAYSSM_COMMIT=c97a465
     unset REPLAYSSM_SPEC_REC16 REPLAYSSM_SPEC_REC_PF REPLAYSSM_SPEC_HALF_PF
     case $b in
       split0) export REPLAYSSM_SPEC_REC16=0 ;;
