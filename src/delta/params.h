@@ -175,6 +175,9 @@ struct ReplayArgs {
   // tile's before the preparation) (KDA by default; REPLAYSSM_SPEC_HALF_PF=0
   // / 1 sets it for both families, for measurements).
   bool half_pf = false;
+  // KDA's fp32 tensor-core T > 1 kernel at three blocks per SM (replay.cuh
+  // A3; delta_launch.cu spec_a3).
+  bool a3 = false;
 };
 
 // Fold of the committed records: materialize (out) or flush (in place).
