@@ -28,7 +28,7 @@ nvidia-smi --query-gpu=name --format=csv,noheader | head -1
 d=$(mktemp -d)
 xz -dc gpubin-x/t56.tar.xz | tar -C "$d" -x
 X=$d/a3
-A3C=${A3C:-a3}  # the a3 build's commit, for the rows
+A3C=${A3C:-4859205}  # the a3 build's commit, for the rows
 F='DeltaGpu.Spec*:DeltaGpu.GraphReplayChangingAcceptances:Part/DeltaGpuSpec*:Part/DeltaGpuSpeculative*:DeltaGpuArena.SpeculativeWindows:DeltaGpuArena.PaddedRows:DeltaGpuArena.MisalignedRowsRejected:Part/DualDeltaGpuSpeculativeWindows*:Part/DualDeltaGpuArena*'
 bash scripts/gpu_shard_tests.sh "$X/replayssm_gpu_tests" "$F" "$OUT/tests" 8 170 > "$OUT/shards.txt" 2>&1
 tar -xOzf "$OUT/tests/tests.tgz" 2>/dev/null | grep -h "PASSED\|FAILED\|tests from.*ran\|no PASSED" | sort | uniq -c
