@@ -17,6 +17,7 @@
 #   b: KDA fp32 L = 32 (A3 and REC16 do not fit), c: KDA bf16: main, split (round 1)
 #   e: GDN fp32 T = 5, B = 64 / 256 / 512: main, split, splitgh1 (half-tile prefetch on)
 # Rows: r<round>_<variant>_<part>.jsonl, `commit` set per build. ~500 s.
+# Shorter (less device time left): ROUNDS="1" and / or VARIANTS="main split a3".
 # To remake the pack: xz -dc gpubin-x/t53r.tar.xz | tar -C /tmp/p -x (its
 # `rec` is main's code), build the branch (cmake -S . -B DIR -G Ninja
 # -DCMAKE_BUILD_TYPE=Release -DREPLAYSSM_CUDA=ON && ninja -C DIR), then
@@ -41,8 +42,8 @@ for tool in memcheck racecheck; do
 done
 A="--backend cuda --target-ms 2 --modes replay --T 5"
 KA="$A --family kda --preset kimi" GA="$A --family gdn --preset qwen35-122b"
-for r in 1 2; do
-  for b in main split a3 split0 a3r0 splithpf0 splitpf0 splitgh1; do
+for r in ${ROUNDS:-1 2}; do
+  for b in ${VARIANTS:-main split a3 split0 a3r0 splithpf0 splitpf0 splitgh1}; do
     bin=$X/replayssm
     export REPLAYSSM_COMMIT=$A3C
     [[ $b == main ]] && bin=$d/main/replayssm && REPLAYSSM_COMMIT=c97a465
