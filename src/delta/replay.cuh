@@ -443,12 +443,12 @@ __global__ void __launch_bounds__(256, MMA ? (A3 ? 3 : 2) : 3) delta_replay_kern
           const int64_t ko = s * rg.k0 + pos * rg.k1 + int64_t(kh) * rg.k2;
           if constexpr (MMA) {  // K = 128: one dtype branch per record
             raw_row128(rg.k, rg.k_dt, ko, lane32, kb[r]);
-            continue;
-          }
+          } else {
 #pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const int i = c0 + lane32 + 32 * u;
-            kb[r][u] = i < K ? load_bits(rg.k, rg.k_dt, ko + i) : 0u;
+            for (int u = 0; u < 4; ++u) {
+              const int i = c0 + lane32 + 32 * u;
+              kb[r][u] = i < K ? load_bits(rg.k, rg.k_dt, ko + i) : 0u;
+            }
           }
         }
       }
