@@ -527,11 +527,44 @@ TEST(DeltaGpu, SpecRecordsByCopiesChoice) {
   EXPECT_FALSE(spec_choice(dims(DeltaFamily::kda, 32, 32, 256, 16), DType::f32, sms, &l).rec16);
 }
 
+// Two pools of the same contents take the same speculative steps (B = 24,
+// random acceptances after the first; L = 8 and 16 make rows flush), pool a
+// in the current environment, pool b with `name` set to `value`: outputs and
+// every pool tensor byte for byte after each of 14 steps.
+void expect_spec_steps_match(const Cfg& c, int64_t L, int64_t T, uint32_t seed, const char* name, const char* value) {
+  const int64_t B = 24, S = 27;
+  std::mt19937 ra(seed), rb(seed);
+  Pool pa(c, S, L, T, ra), pb(c, S, L, T, rb);  // the same contents
+  std::mt19937 rng(seed + 1);
+  Pair slot = make_slots(B, S, 1, -1, rng);
+  for (int step = 0; step < 14; ++step) {
+    Inputs in(c, {B, T}, rng);
+    Pair acc;
+    if (step > 0) {
+      acc.make(DType::i32, {B});
+      for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % T)));
+      acc.upload();
+    }
+    const Tensor at = step > 0 ? acc.dt() : Tensor{};
+    delta_replay_step(c.f, in.step(true, slot, -1), pa.view(true), at, false, cuda_exec());
+    sync();
+    const HostTensor oa = in.o.fetch();
+    in.poison();
+    {
+      ScopedEnv set(name, value);
+      delta_replay_step(c.f, in.step(true, slot, -1), pb.view(true), at, false, cuda_exec());
+    }
+    sync();
+    EXPECT_TRUE(in.o.fetch().bytes_equal(oa)) << "o, step " << step;
+    for (auto m : {&Pool::state, &Pool::rd, &Pool::rk, &Pool::rks, &Pool::rg, &Pool::cur})
+      EXPECT_TRUE((pa.*m).fetch().bytes_equal((pb.*m).fetch())) << "pool, step " << step;
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 // REC16 on the GPU against the same kernel's loads (REPLAYSSM_SPEC_REC16=0):
-// two pools of the same contents take the same speculative steps (T = 5,
-// random acceptances; L = 8 and 16, so rows flush), outputs and every pool
-// tensor byte for byte after each step: fp32 / bf16 states, bf16 / fp32 d
-// records, bf16 / fp32 keys (activations), at the model shape.
+// T = 5, L = 8 and 16; fp32 / bf16 states, bf16 / fp32 d records, bf16 /
+// fp32 keys (activations), at the model shape.
 // The cpu backend checks the copies' path through the other spec tests.
 TEST(DeltaGpu, SpecRecordsByCopiesMatchLoads) {
   RSSM_SKIP_WITHOUT_GPU();
@@ -544,35 +577,8 @@ TEST(DeltaGpu, SpecRecordsByCopiesMatchLoads) {
   for (const Cfg& c : cfgs)
     for (int64_t L : {8, 16}) {
       SCOPED_TRACE(name(c) + " L" + std::to_string(L));
-      const int64_t B = 24, S = 27, T = 5;
-      std::mt19937 ra(seed), rb(seed);
-      Pool pa(c, S, L, T, ra), pb(c, S, L, T, rb);  // the same contents
-      std::mt19937 rng(seed + 1);
-      Pair slot = make_slots(B, S, 1, -1, rng);
-      for (int step = 0; step < 14; ++step) {
-        Inputs in(c, {B, T}, rng);
-        Pair acc;
-        if (step > 0) {
-          acc.make(DType::i32, {B});
-          for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % T)));
-          acc.upload();
-        }
-        const Tensor at = step > 0 ? acc.dt() : Tensor{};
-        {
-          ScopedEnv off("REPLAYSSM_SPEC_REC16", "0");
-          delta_replay_step(c.f, in.step(true, slot, -1), pa.view(true), at, false, cuda_exec());
-        }
-        sync();
-        const HostTensor oa = in.o.fetch();
-        in.poison();
-        delta_replay_step(c.f, in.step(true, slot, -1), pb.view(true), at, false, cuda_exec());
-        sync();
-        EXPECT_TRUE(in.o.fetch().bytes_equal(oa)) << "o, step " << step;
-        for (auto m : {&Pool::state, &Pool::rd, &Pool::rk, &Pool::rks, &Pool::rg, &Pool::cur})
-          EXPECT_TRUE((pa.*m).fetch().bytes_equal((pb.*m).fetch())) << "pool, step " << step;
-        if (::testing::Test::HasFailure()) return;
-      }
-      ++seed;
+      expect_spec_steps_match(c, L, 5, seed++, "REPLAYSSM_SPEC_REC16", "0");
+      if (::testing::Test::HasFailure()) return;
     }
 }
 
@@ -611,10 +617,10 @@ TEST(DeltaGpu, SpecThreeBlocksChoice) {
   EXPECT_FALSE(spec_choice(dims(DeltaFamily::kda, 32, 32, 256, 16, 5), F, sms, &l).a3);
 }
 
-// A3 on the GPU against the same steps at two blocks per SM: two pools of
-// the same contents, outputs and every pool tensor byte for byte after each
-// step (T = 5 and 8, random acceptances; L = 8 and 16, so rows flush), with
-// REC16 on and off, bf16 and fp32 keys and d records, at the model shape.
+// A3 on the GPU against the same steps at two blocks per SM
+// (expect_spec_steps_match with REPLAYSSM_SPEC_A3=1): T = 5 at L = 8, T = 8
+// at L = 16, REC16 on and off, bf16 and fp32 keys and d records, at the
+// model shape.
 TEST(DeltaGpu, SpecThreeBlocksMatch) {
   RSSM_SKIP_WITHOUT_GPU();
   const DType F = DType::f32, H = DType::bf16;
@@ -625,37 +631,11 @@ TEST(DeltaGpu, SpecThreeBlocksMatch) {
   for (const Cfg& c : cfgs)
     for (int64_t L : {8, 16})
       for (const char* rec16 : {"1", "0"}) {
-        const int64_t B = 24, S = 27, T = L == 8 ? 5 : 8;
+        const int64_t T = L == 8 ? 5 : 8;
         SCOPED_TRACE(name(c) + " L" + std::to_string(L) + " T" + std::to_string(T) + " REC16=" + rec16);
         ScopedEnv r16("REPLAYSSM_SPEC_REC16", rec16);
-        std::mt19937 ra(seed), rb(seed);
-        Pool pa(c, S, L, T, ra), pb(c, S, L, T, rb);  // the same contents
-        std::mt19937 rng(seed + 1);
-        Pair slot = make_slots(B, S, 1, -1, rng);
-        for (int step = 0; step < 14; ++step) {
-          Inputs in(c, {B, T}, rng);
-          Pair acc;
-          if (step > 0) {
-            acc.make(DType::i32, {B});
-            for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % T)));
-            acc.upload();
-          }
-          const Tensor at = step > 0 ? acc.dt() : Tensor{};
-          delta_replay_step(c.f, in.step(true, slot, -1), pa.view(true), at, false, cuda_exec());
-          sync();
-          const HostTensor oa = in.o.fetch();
-          in.poison();
-          {
-            ScopedEnv on("REPLAYSSM_SPEC_A3", "1");
-            delta_replay_step(c.f, in.step(true, slot, -1), pb.view(true), at, false, cuda_exec());
-          }
-          sync();
-          EXPECT_TRUE(in.o.fetch().bytes_equal(oa)) << "o, step " << step;
-          for (auto m : {&Pool::state, &Pool::rd, &Pool::rk, &Pool::rks, &Pool::rg, &Pool::cur})
-            EXPECT_TRUE((pa.*m).fetch().bytes_equal((pb.*m).fetch())) << "pool, step " << step;
-          if (::testing::Test::HasFailure()) return;
-        }
-        ++seed;
+        expect_spec_steps_match(c, L, T, seed++, "REPLAYSSM_SPEC_A3", "1");
+        if (::testing::Test::HasFailure()) return;
       }
 }
 
