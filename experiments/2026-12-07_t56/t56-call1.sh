@@ -17,7 +17,8 @@
 #   b: KDA fp32 L = 32 (A3 and REC16 do not fit), c: KDA bf16: main, split (round 1)
 #   e: GDN fp32 T = 5, B = 64 / 256 / 512: main, split, splitgh1 (half-tile prefetch on)
 # Rows: r<round>_<variant>_<part>.jsonl, `commit` set per build. ~500 s.
-# Shorter (less device time left): ROUNDS="1" and / or VARIANTS="main split a3".
+# Shorter (less device time left): ROUNDS="1" and / or VARIANTS="main split a3";
+# SKIP_SAN=1 skips the sanitizers.
 # To remake the pack: xz -dc gpubin-x/t53r.tar.xz | tar -C /tmp/p -x (its
 # `rec` is main's code), build the branch (cmake -S . -B DIR -G Ninja
 # -DCMAKE_BUILD_TYPE=Release -DREPLAYSSM_CUDA=ON && ninja -C DIR), then
@@ -34,7 +35,7 @@ F='DeltaGpu.Spec*:DeltaGpu.GraphReplayChangingAcceptances:Part/DeltaGpuSpec*:Par
 bash scripts/gpu_shard_tests.sh "$X/replayssm_gpu_tests" "$F" "$OUT/tests" 8 170 > "$OUT/shards.txt" 2>&1
 tar -xOzf "$OUT/tests/tests.tgz" 2>/dev/null | grep -h "PASSED\|FAILED\|tests from.*ran\|no PASSED" | sort | uniq -c
 grep "no PASSED\|rc=" "$OUT/shards.txt"
-for tool in memcheck racecheck; do
+for tool in $([[ ${SKIP_SAN:-0} == 1 ]] || echo memcheck racecheck); do
   timeout 100 compute-sanitizer --tool $tool --kernel-name kns=delta_replay --launch-skip 4 --launch-count 8 \
     "$X/replayssm_gpu_tests" --gtest_brief=1 --gtest_filter='DeltaGpu.SpecThreeBlocksMatch' > "$OUT/$tool.txt" 2>&1
   echo "$tool rc=$?"
