@@ -493,35 +493,36 @@ struct SpecPlan {
 // replay.cuh A3: KDA's fp32 tensor-core kernel at three blocks per SM, its
 // stages over the preparation's arrays (replay_layout a3), where the tile is
 // one whole head of 128 rows (a tile per warp) and three blocks' shared
-// memory (with the 1 KiB the device reserves per block) fits an SM: L + T up
-// to 24 at K = 128 (L = 16, T <= 8). REPLAYSSM_SPEC_A3=1 / 0 sets it
-// (measurements; off by default until measured).
-bool spec_a3(const SpecPlan& p, DType sd, const Dims& d, int smem_per_sm) {
-  if (!is_kda(d) || !p.mma || sd != DType::f32 || p.tile.nh != 1 || p.tile.vt != REPLAY_MMA_K || d.V != REPLAY_MMA_K ||
-      env_int("REPLAYSSM_SPEC_A3", 0) == 0)
-    return false;
-  const int64_t smem = replay_layout(true, REPLAY_MMA_K, int(d.T), int(d.L), 1, REPLAY_MMA_K, true, true).bytes +
-                       replay_mma_extra_bytes(true);
-  return 3 * (smem + 1024) <= smem_per_sm;
+// memory (with the 1 KiB the device reserves per block, checked in
+// spec_plan) fits an SM: L + T up to 24 at K = 128 (L = 16, T <= 8).
+// REPLAYSSM_SPEC_A3=1 / 0 sets it (measurements; off by default until
+// measured). These are the shape and switch conditions; spec_plan adds the fit.
+bool spec_a3_shape(const SpecPlan& p, DType sd, const Dims& d) {
+  return is_kda(d) && p.mma && sd == DType::f32 && p.tile.nh == 1 && p.tile.vt == REPLAY_MMA_K &&
+         d.V == REPLAY_MMA_K && env_int("REPLAYSSM_SPEC_A3", 0) != 0;
 }
 SpecPlan spec_plan(const StateView& st, int qf, DType sd, const Dims& d, int sms, int smem_per_sm) {
   const bool kda = is_kda(d);
   const int T = int(d.T);
   SpecPlan p;
   p.mma = qf == QF_NONE && replay_mma_fits(st, int64_t(dtype_size(sd)), T, d);
-  auto smem_of = [&](const ReplayTile& t) {
-    return replay_layout(kda, int(d.K), T, int(d.L), t.nh, t.nh * t.vt, p.mma).bytes +
-           (p.mma ? replay_mma_extra_bytes() : 0);
+  auto smem_of = [&](const ReplayTile& t, bool a3) {
+    return replay_layout(kda, int(d.K), T, int(d.L), t.nh, t.nh * t.vt, p.mma, a3).bytes +
+           (p.mma ? replay_mma_extra_bytes(a3) : 0);
   };
   const int64_t elems = d.B * d.HV * d.K * d.V;
   const int rule = qf == QF_NONE ? replay1_tile_bps(elems * int64_t(dtype_size(sd)), sms) : spec_packed_tile_bps(elems, sms);
   const int bps = env_int("REPLAYSSM_SPEC_TILE_BPS", rule);
-  p.tile = replay_tile(d.family, d.B, d.H, d.HV / d.H, d.V, p.mma ? REPLAY_THREADS / 16 : lanes_per_row(d.K), sms, smem_of,
-                       REPLAY_SMEM_CAP, std::max(1, bps));
-  p.smem = size_t(smem_of(p.tile));
-  p.a3 = spec_a3(p, sd, d, smem_per_sm);
-  if (p.a3)
-    p.smem = size_t(replay_layout(true, int(d.K), T, int(d.L), 1, p.tile.vt, true, true).bytes + replay_mma_extra_bytes(true));
+  p.tile = replay_tile(d.family, d.B, d.H, d.HV / d.H, d.V, p.mma ? REPLAY_THREADS / 16 : lanes_per_row(d.K), sms,
+                       [&](const ReplayTile& t) { return smem_of(t, false); }, REPLAY_SMEM_CAP, std::max(1, bps));
+  p.smem = size_t(smem_of(p.tile, false));
+  if (spec_a3_shape(p, sd, d)) {
+    const int64_t a3 = smem_of(p.tile, true);
+    if (3 * (a3 + 1024) <= smem_per_sm) {
+      p.a3 = true;
+      p.smem = size_t(a3);
+    }
+  }
   return p;
 }
 
