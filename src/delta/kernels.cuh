@@ -62,7 +62,7 @@ template <DType SD, bool KDA> void launch_replay(const ReplayArgs& a, const Laun
   launch_kernel<delta_replay_kernel<SD, KDA>>(l, with_replay_layout<KDA, false>(a));
 }
 // KDA with a.rec16 (delta_launch.cu rec16_fits): REC16's instance; fp32
-// with a.a3 (delta_launch.cu spec_a3): three blocks per SM
+// with a.a3 (delta_launch.cu spec_plan): three blocks per SM
 template <DType SD, bool KDA> void launch_replay_mma(const ReplayArgs& a, const Launch& l) {
   if constexpr (KDA && SD == DType::f32)
     if (a.a3) {

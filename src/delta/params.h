@@ -176,7 +176,7 @@ struct ReplayArgs {
   // / 1 sets it for both families, for measurements).
   bool half_pf = false;
   // KDA's fp32 tensor-core T > 1 kernel at three blocks per SM (replay.cuh
-  // A3; delta_launch.cu spec_a3).
+  // A3; delta_launch.cu spec_plan).
   bool a3 = false;
 };
 

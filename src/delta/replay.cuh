@@ -156,7 +156,7 @@ __device__ __forceinline__ void store_quad(void* p, DType dt, int64_t o, const f
 // per warp): three blocks per SM (80 registers) on shared memory without the
 // stages of their own (replay_layout a3: the stages over the preparation's
 // arrays), so each warp's first tile goes to L2 before the preparation and
-// into its stage only after it (delta_launch.cu spec_a3).
+// into its stage only after it (delta_launch.cu spec_plan).
 template <DType SD, bool KDA, int QF = QF_NONE, bool MMA = false, bool R16 = false, bool A3 = false>
 __global__ void __launch_bounds__(256, MMA ? (A3 ? 3 : 2) : 3) delta_replay_kernel(ReplayArgs a) {
   // QF != QF_NONE: the state is a packed read copy decoded to fp32 rows.
