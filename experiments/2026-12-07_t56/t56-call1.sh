@@ -18,7 +18,7 @@
 #   e: GDN fp32 T = 5, B = 64 / 256 / 512: main, split, splitgh1 (half-tile prefetch on)
 # Rows: r<round>_<variant>_<part>.jsonl, `commit` set per build. ~500 s.
 # Shorter (less device time left): ROUNDS="1" and / or VARIANTS="main split a3";
-# SKIP_SAN=1 skips the sanitizers.
+# SKIP_SAN=1 skips the sanitizers. PACK=gpubin-x/t57.tar.xz A3C=8861ec0: t57's pack (a3 = 8861ec0).
 # To remake the pack: xz -dc gpubin-x/t53r.tar.xz | tar -C /tmp/p -x (its
 # `rec` is main's code), build the branch (cmake -S . -B DIR -G Ninja
 # -DCMAKE_BUILD_TYPE=Release -DREPLAYSSM_CUDA=ON && ninja -C DIR), then
@@ -28,7 +28,7 @@ set -u
 cd "$(dirname "$0")/../.."
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1
 d=$(mktemp -d)
-xz -dc gpubin-x/t56.tar.xz | tar -C "$d" -x
+xz -dc "${PACK:-gpubin-x/t56.tar.xz}" | tar -C "$d" -x
 X=$d/a3
 A3C=${A3C:-4859205}  # the a3 build's commit, for the rows
 F='DeltaGpu.Spec*:DeltaGpu.GraphReplayChangingAcceptances:Part/DeltaGpuSpec*:Part/DeltaGpuSpeculative*:DeltaGpuArena.SpeculativeWindows:DeltaGpuArena.PaddedRows:DeltaGpuArena.MisalignedRowsRejected:Part/DualDeltaGpuSpeculativeWindows*:Part/DualDeltaGpuArena*'
