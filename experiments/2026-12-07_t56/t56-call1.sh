@@ -19,6 +19,8 @@
 # Rows: r<round>_<variant>_<part>.jsonl, `commit` set per build. ~500 s.
 # Shorter (less device time left): ROUNDS="1" and / or VARIANTS="main split a3";
 # SKIP_SAN=1 skips the sanitizers. PACK=gpubin-x/t57.tar.xz A3C=8861ec0: t57's pack (a3 = 8861ec0).
+# SHORT=1 (t57-call1): only A3's and REC16's byte-for-byte tests, one shard,
+# and only the KDA fp32 parts a and d.
 # To remake the pack: xz -dc gpubin-x/t53r.tar.xz | tar -C /tmp/p -x (its
 # `rec` is main's code), build the branch (cmake -S . -B DIR -G Ninja
 # -DCMAKE_BUILD_TYPE=Release -DREPLAYSSM_CUDA=ON && ninja -C DIR), then
@@ -31,8 +33,10 @@ d=$(mktemp -d)
 xz -dc "${PACK:-gpubin-x/t56.tar.xz}" | tar -C "$d" -x
 X=$d/a3
 A3C=${A3C:-4859205}  # the a3 build's commit, for the rows
-F='DeltaGpu.Spec*:DeltaGpu.GraphReplayChangingAcceptances:Part/DeltaGpuSpec*:Part/DeltaGpuSpeculative*:DeltaGpuArena.SpeculativeWindows:DeltaGpuArena.PaddedRows:DeltaGpuArena.MisalignedRowsRejected:Part/DualDeltaGpuSpeculativeWindows*:Part/DualDeltaGpuArena*'
-bash scripts/gpu_shard_tests.sh "$X/replayssm_gpu_tests" "$F" "$OUT/tests" 8 170 > "$OUT/shards.txt" 2>&1
+shards=8 F='DeltaGpu.Spec*:DeltaGpu.GraphReplayChangingAcceptances:Part/DeltaGpuSpec*:Part/DeltaGpuSpeculative*:DeltaGpuArena.SpeculativeWindows:DeltaGpuArena.PaddedRows:DeltaGpuArena.MisalignedRowsRejected:Part/DualDeltaGpuSpeculativeWindows*:Part/DualDeltaGpuArena*'
+short=${SHORT:-0}
+[[ $short == 1 ]] && shards=1 F='DeltaGpu.SpecThreeBlocks*:DeltaGpu.SpecRecordsByCopies*'
+bash scripts/gpu_shard_tests.sh "$X/replayssm_gpu_tests" "$F" "$OUT/tests" $shards 170 > "$OUT/shards.txt" 2>&1
 tar -xOzf "$OUT/tests/tests.tgz" 2>/dev/null | grep -h "PASSED\|FAILED\|tests from.*ran\|no PASSED" | sort | uniq -c
 grep "no PASSED\|rc=" "$OUT/shards.txt"
 for tool in $([[ ${SKIP_SAN:-0} == 1 ]] || echo memcheck racecheck); do
@@ -63,10 +67,10 @@ for r in ${ROUNDS:-1 2}; do
     }
     [[ $b == splitpf0 && $r == 2 ]] && continue
     [[ $b != splitgh1 ]] && run a 60 $KA --L 16 --batch 64,256,512 --state fp32
-    [[ $b == main || $b == split || $b == splitgh1 ]] && run e 60 $GA --L 16 --batch 64,256,512 --state fp32
+    [[ $short != 1 ]] && [[ $b == main || $b == split || $b == splitgh1 ]] && run e 60 $GA --L 16 --batch 64,256,512 --state fp32
     [[ $r == 1 ]] || continue
     [[ $b == main || $b == split || $b == a3 ]] && run d 40 ${KA/--T 5/--T 8} --L 16 --batch 256 --state fp32
-    [[ $b == main || $b == split ]] || continue
+    [[ $short != 1 ]] && [[ $b == main || $b == split ]] || continue
     run b 40 $KA --L 32 --batch 256 --state fp32
     run c 40 $KA --L 16 --batch 256 --state bf16
   done
