@@ -495,11 +495,12 @@ struct SpecPlan {
 // one whole head of 128 rows (a tile per warp) and three blocks' shared
 // memory (with the 1 KiB the device reserves per block, checked in
 // spec_plan) fits an SM: L + T up to 24 at K = 128 (L = 16, T <= 8).
-// REPLAYSSM_SPEC_A3=1 / 0 sets it (measurements; off by default until
-// measured). These are the shape and switch conditions; spec_plan adds the fit.
+// By default from T = SPEC_A3_MIN_T on (heuristics.h); REPLAYSSM_SPEC_A3=1 / 0
+// sets it (tests, measurements). These are the shape and switch conditions;
+// spec_plan adds the fit.
 bool spec_a3_shape(const SpecPlan& p, DType sd, const Dims& d) {
   return is_kda(d) && p.mma && sd == DType::f32 && p.tile.nh == 1 && p.tile.vt == REPLAY_MMA_K &&
-         d.V == REPLAY_MMA_K && env_int("REPLAYSSM_SPEC_A3", 0) != 0;
+         d.V == REPLAY_MMA_K && env_int("REPLAYSSM_SPEC_A3", d.T >= SPEC_A3_MIN_T ? 1 : 0) != 0;
 }
 SpecPlan spec_plan(const StateView& st, int qf, DType sd, const Dims& d, int sms, int smem_per_sm) {
   const bool kda = is_kda(d);
@@ -937,10 +938,15 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     check::require(smem <= 227 * 1024, fn, "pool.L", "L + T too large for the cuda replay kernel's shared memory");
     const Launch l = launch_of(fn, unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                                REPLAY_THREADS, smem, exec);
-    // REPLAYSSM_SPEC_REC_PF: another distance (0: none), for measurements
-    a.rec_pf = dual ? 0 : std::max(0, env_int("REPLAYSSM_SPEC_REC_PF", replay_spec_prefetch_distance(kda, d.B, sms)));
+    // REPLAYSSM_SPEC_REC_PF: another distance (0: none), for measurements;
+    // none under A3 (heuristics.h SPEC_A3_MIN_T)
+    a.rec_pf = dual ? 0
+                    : std::max(0, env_int("REPLAYSSM_SPEC_REC_PF",
+                                          plan.a3 ? 0 : replay_spec_prefetch_distance(kda, d.B, sms)));
     a.rec16 = mma && rec16_fits(pool, tile, d);
-    a.half_pf = env_int("REPLAYSSM_SPEC_HALF_PF", kda ? 1 : 0) != 0;
+    // the half-tile L2 prefetch: off (KDA T = 5 2.9 % slower with it,
+    // perf_notes_delta.md v58); REPLAYSSM_SPEC_HALF_PF=1 turns it on
+    a.half_pf = env_int("REPLAYSSM_SPEC_HALF_PF", 0) != 0;
     a.a3 = plan.a3;
     if (dual) dual->before();
     if (qf == QF_FP8) kda ? launch_replay_quant<QF_FP8, true>(a, l) : launch_replay_quant<QF_FP8, false>(a, l);

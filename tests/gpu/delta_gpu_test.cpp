@@ -582,10 +582,10 @@ TEST(DeltaGpu, SpecRecordsByCopiesMatchLoads) {
     }
 }
 
-// A3 (replay.cuh): KDA's fp32 tensor-core kernel at three blocks per SM
-// where REPLAYSSM_SPEC_A3=1 and three blocks' shared memory fits 228 KiB:
-// whole 128-row heads, L + T up to 24; never for 16-bit states, GDN, L = 32
-// or a smaller SM. No GPU needed.
+// A3 (replay.cuh): KDA's fp32 tensor-core kernel at three blocks per SM,
+// by default from T = 8 (REPLAYSSM_SPEC_A3=1 / 0 sets it), where three
+// blocks' shared memory fits 228 KiB: whole 128-row heads, L + T up to 24;
+// never for 16-bit states, GDN, L = 32 or a smaller SM. No GPU needed.
 TEST(DeltaGpu, SpecThreeBlocksChoice) {
   const int sms = 132, sm228 = 228 * 1024;
   auto dims = [](DeltaFamily f, int64_t H, int64_t HV, int64_t B, int64_t L, int64_t T) {
@@ -599,7 +599,15 @@ TEST(DeltaGpu, SpecThreeBlocksChoice) {
   auto kda = [&](int64_t B, int64_t L, int64_t T, DType st = DType::f32, int smem = 228 * 1024) {
     return spec_choice(dims(DeltaFamily::kda, 32, 32, B, L, T), st, sms, nullptr, F, Hf, smem);
   };
-  EXPECT_FALSE(kda(256, 16, 5).a3);  // off by default
+  EXPECT_FALSE(kda(256, 16, 5).a3);  // by default from T = 8 (heuristics.h SPEC_A3_MIN_T)
+  EXPECT_FALSE(kda(256, 16, 7).a3);
+  EXPECT_TRUE(kda(256, 16, 8).a3);
+  EXPECT_TRUE(kda(64, 16, 8).a3);
+  EXPECT_FALSE(kda(256, 32, 8).a3);  // L + T > 24
+  {
+    ScopedEnv off("REPLAYSSM_SPEC_A3", "0");
+    EXPECT_FALSE(kda(256, 16, 8).a3);
+  }
   ScopedEnv on("REPLAYSSM_SPEC_A3", "1");
   for (int64_t T : {2, 5, 8}) {
     const auto c = kda(256, 16, T);
@@ -634,6 +642,7 @@ TEST(DeltaGpu, SpecThreeBlocksMatch) {
         const int64_t T = L == 8 ? 5 : 8;
         SCOPED_TRACE(name(c) + " L" + std::to_string(L) + " T" + std::to_string(T) + " REC16=" + rec16);
         ScopedEnv r16("REPLAYSSM_SPEC_REC16", rec16);
+        ScopedEnv off("REPLAYSSM_SPEC_A3", "0");  // pool a at two blocks per SM (T = 8 takes A3 by default)
         expect_spec_steps_match(c, L, T, seed++, "REPLAYSSM_SPEC_A3", "1");
         if (::testing::Test::HasFailure()) return;
       }
