@@ -944,8 +944,9 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
                     : std::max(0, env_int("REPLAYSSM_SPEC_REC_PF",
                                           plan.a3 ? 0 : replay_spec_prefetch_distance(kda, d.B, sms)));
     a.rec16 = mma && rec16_fits(pool, tile, d);
-    // the half-tile L2 prefetch: off (KDA T = 5 2.9 % slower with it,
-    // perf_notes_delta.md v58); REPLAYSSM_SPEC_HALF_PF=1 turns it on
+    // the half-tile L2 prefetch (KDA's fp32 tensor-core instances only): off
+    // (KDA T = 5 2.9 % slower with it, perf_notes_delta.md v58);
+    // REPLAYSSM_SPEC_HALF_PF=1 turns it on
     a.half_pf = env_int("REPLAYSSM_SPEC_HALF_PF", 0) != 0;
     a.a3 = plan.a3;
     if (dual) dual->before();

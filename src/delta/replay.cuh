@@ -284,8 +284,9 @@ __global__ void __launch_bounds__(256, MMA ? (A3 ? 3 : 2) : 3) delta_replay_kern
     if (warp < RB / 16) issue_unit(row_ptr(warp * 16), 0);
     // a.half_pf (fp32 states): the second half of the warp's first tile in
     // L2 too (its unit after the preparation, which else waits a whole round
-    // trip then; lanes 0-15: a row's columns 64-127 each)
-    if constexpr (WIDE && QF == QF_NONE)
+    // trip then; lanes 0-15: a row's columns 64-127 each; KDA only: GDN's
+    // stream took 0.3 % longer with the switch's branches, perf_notes_delta.md v58)
+    if constexpr (KDA && WIDE && QF == QF_NONE)
       if (a.half_pf && warp < RB / 16 && lane32 < 16)
         cuda_util::prefetch_l2(row_ptr(warp * 16) + int64_t(lane32) * a.st.s2 + 64, uint32_t(64 * sizeof(TS)));
     if constexpr (SPF) prefetch_tile(warp + nwarps);
@@ -846,8 +847,8 @@ __global__ void __launch_bounds__(256, MMA ? (A3 ? 3 : 2) : 3) delta_replay_kern
             issue_unit(WIDE && hf == 0 ? trow : state + int64_t(hv0 + t_hvl) * a.st.s1 + int64_t(v0 + t_rem) * a.st.s2,
                        WIDE && hf == 0 ? 1 : 0);
           // a.half_pf: the next tile's second half into L2 beside its first
-          // (two units in flight per warp, one of them in L2)
-          if constexpr (WIDE && QF == QF_NONE)
+          // (two units in flight per warp, one of them in L2; KDA only)
+          if constexpr (KDA && WIDE && QF == QF_NONE)
             if (a.half_pf && hf == 1 && nt < ntiles && lane32 < 16)
               cuda_util::prefetch_l2(state + int64_t(hv0 + t_hvl) * a.st.s1 + int64_t(v0 + t_rem + lane32) * a.st.s2 + 64,
                                      uint32_t(64 * sizeof(TS)));
