@@ -60,9 +60,10 @@ struct SpecChoice {
   bool mma = false;
   int64_t smem = 0;
   bool rec16 = false;
+  bool a3 = false;  // replay.cuh A3 (REPLAYSSM_SPEC_A3), on an SM of smem_per_sm bytes (the H100 / H200's 228 KiB)
 };
 SpecChoice spec_choice(const Dims& d, DType state, int sms, const QuantLayout* copy = nullptr,
-                       DType d_dtype = DType::f32, DType k_dtype = DType::bf16);
+                       DType d_dtype = DType::f32, DType k_dtype = DType::bf16, int smem_per_sm = 228 * 1024);
 // The persistent T = 1 kernel's choice for contiguous rings of these record
 // dtypes (delta_launch.cu, replay1p_plan; REPLAYSSM_R1P applies): taken,
 // stages, result buffers, grid, shared memory bytes; copy: the step on a dual pool's read copy

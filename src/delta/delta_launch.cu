@@ -487,24 +487,43 @@ int64_t streamed_bytes(const Dims& d, int qf, int64_t ss) {
 // sets them instead (tests, measurements).
 struct SpecPlan {
   ReplayTile tile;
-  bool mma = false;
+  bool mma = false, a3 = false;
   size_t smem = 0;
 };
-SpecPlan spec_plan(const StateView& st, int qf, DType sd, const Dims& d, int sms) {
+// replay.cuh A3: KDA's fp32 tensor-core kernel at three blocks per SM, its
+// stages over the preparation's arrays (replay_layout a3), where the tile is
+// one whole head of 128 rows (a tile per warp) and three blocks' shared
+// memory (with the 1 KiB the device reserves per block, checked in
+// spec_plan) fits an SM: L + T up to 24 at K = 128 (L = 16, T <= 8).
+// By default from T = SPEC_A3_MIN_T on (heuristics.h); REPLAYSSM_SPEC_A3=1 / 0
+// sets it (tests, measurements). These are the shape and switch conditions;
+// spec_plan adds the fit.
+bool spec_a3_shape(const SpecPlan& p, DType sd, const Dims& d) {
+  return is_kda(d) && p.mma && sd == DType::f32 && p.tile.nh == 1 && p.tile.vt == REPLAY_MMA_K &&
+         d.V == REPLAY_MMA_K && env_int("REPLAYSSM_SPEC_A3", d.T >= SPEC_A3_MIN_T ? 1 : 0) != 0;
+}
+SpecPlan spec_plan(const StateView& st, int qf, DType sd, const Dims& d, int sms, int smem_per_sm) {
   const bool kda = is_kda(d);
   const int T = int(d.T);
   SpecPlan p;
   p.mma = qf == QF_NONE && replay_mma_fits(st, int64_t(dtype_size(sd)), T, d);
-  auto smem_of = [&](const ReplayTile& t) {
-    return replay_layout(kda, int(d.K), T, int(d.L), t.nh, t.nh * t.vt, p.mma).bytes +
-           (p.mma ? replay_mma_extra_bytes() : 0);
+  auto smem_of = [&](const ReplayTile& t, bool a3) {
+    return replay_layout(kda, int(d.K), T, int(d.L), t.nh, t.nh * t.vt, p.mma, a3).bytes +
+           (p.mma ? replay_mma_extra_bytes(a3) : 0);
   };
   const int64_t elems = d.B * d.HV * d.K * d.V;
   const int rule = qf == QF_NONE ? replay1_tile_bps(elems * int64_t(dtype_size(sd)), sms) : spec_packed_tile_bps(elems, sms);
   const int bps = env_int("REPLAYSSM_SPEC_TILE_BPS", rule);
-  p.tile = replay_tile(d.family, d.B, d.H, d.HV / d.H, d.V, p.mma ? REPLAY_THREADS / 16 : lanes_per_row(d.K), sms, smem_of,
-                       REPLAY_SMEM_CAP, std::max(1, bps));
-  p.smem = size_t(smem_of(p.tile));
+  p.tile = replay_tile(d.family, d.B, d.H, d.HV / d.H, d.V, p.mma ? REPLAY_THREADS / 16 : lanes_per_row(d.K), sms,
+                       [&](const ReplayTile& t) { return smem_of(t, false); }, REPLAY_SMEM_CAP, std::max(1, bps));
+  p.smem = size_t(smem_of(p.tile, false));
+  if (spec_a3_shape(p, sd, d)) {
+    const int64_t a3 = smem_of(p.tile, true);
+    if (3 * (a3 + 1024) <= smem_per_sm) {
+      p.a3 = true;
+      p.smem = size_t(a3);
+    }
+  }
   return p;
 }
 
@@ -909,7 +928,7 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     else dispatch<Replay1Op>(sd, kda, a, l);
   } else {
     const int sms = sm_count();
-    const SpecPlan plan = spec_plan(a.st, qf, sd, d, sms);
+    const SpecPlan plan = spec_plan(a.st, qf, sd, d, sms, cuda_util::device_limits(fn).smem_per_sm);
     const bool mma = plan.mma;
     const ReplayTile tile = plan.tile;
     a.nh = tile.nh;
@@ -919,8 +938,17 @@ void run_replay(const char* fn, const DeltaStep& step, const DeltaPool& pool, co
     check::require(smem <= 227 * 1024, fn, "pool.L", "L + T too large for the cuda replay kernel's shared memory");
     const Launch l = launch_of(fn, unsigned((G / tile.nh) * a.vtiles), unsigned(d.H), unsigned(d.B),
                                REPLAY_THREADS, smem, exec);
-    a.rec_pf = dual ? 0 : replay_spec_prefetch_distance(kda, d.B, sms);
+    // REPLAYSSM_SPEC_REC_PF: another distance (0: none), for measurements;
+    // none under A3 (heuristics.h SPEC_A3_MIN_T)
+    a.rec_pf = dual ? 0
+                    : std::max(0, env_int("REPLAYSSM_SPEC_REC_PF",
+                                          plan.a3 ? 0 : replay_spec_prefetch_distance(kda, d.B, sms)));
     a.rec16 = mma && rec16_fits(pool, tile, d);
+    // the half-tile L2 prefetch (KDA's fp32 tensor-core instances only): off
+    // (KDA T = 5 2.9 % slower with it, perf_notes_delta.md v58);
+    // REPLAYSSM_SPEC_HALF_PF=1 turns it on
+    a.half_pf = env_int("REPLAYSSM_SPEC_HALF_PF", 0) != 0;
+    a.a3 = plan.a3;
     if (dual) dual->before();
     if (qf == QF_FP8) kda ? launch_replay_quant<QF_FP8, true>(a, l) : launch_replay_quant<QF_FP8, false>(a, l);
     else if (qf == QF_NVFP4) kda ? launch_replay_quant<QF_NVFP4, true>(a, l) : launch_replay_quant<QF_NVFP4, false>(a, l);
@@ -1031,17 +1059,18 @@ Replay1Choice replay1_choice(const Dims& d, DType state, int sms, const QuantLay
   return Replay1Choice{p.tile.nh, p.tile.vt, p.ld, p.bulk, p.qbulk, int64_t(p.smem)};
 }
 
-SpecChoice spec_choice(const Dims& d, DType state, int sms, const QuantLayout* copy, DType d_dtype, DType k_dtype) {
+SpecChoice spec_choice(const Dims& d, DType state, int sms, const QuantLayout* copy, DType d_dtype, DType k_dtype,
+                       int smem_per_sm) {
   void* const at = reinterpret_cast<void*>(uintptr_t(256));
   const ContiguousRead r = contiguous_read(d, state, copy, at);
-  const SpecPlan p = spec_plan(r.st, r.qf, r.sd, d, sms);
+  const SpecPlan p = spec_plan(r.st, r.qf, r.sd, d, sms, smem_per_sm);
   const int64_t S = std::max<int64_t>(d.S, 1), R = std::max<int64_t>(d.R, d.L + d.T);
   DeltaPool pool;
   pool.ring_d = Tensor::view(at, d_dtype, {S, R, d.HV, d.V}, Device::cuda);
   pool.ring_k = Tensor::view(at, k_dtype, {S, R, d.H, d.K}, Device::cuda);
   pool.ring_g = is_kda(d) ? Tensor::view(at, DType::f32, {S, R, d.HV, d.K}, Device::cuda)
                           : Tensor::view(at, DType::f32, {S, R, d.HV}, Device::cuda);
-  return SpecChoice{p.tile.nh, p.tile.vt, p.mma, int64_t(p.smem), p.mma && rec16_fits(pool, p.tile, d)};
+  return SpecChoice{p.tile.nh, p.tile.vt, p.mma, int64_t(p.smem), p.mma && rec16_fits(pool, p.tile, d), p.a3};
 }
 
 namespace {

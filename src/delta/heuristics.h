@@ -250,6 +250,17 @@ inline int replay_spec_prefetch_distance(bool kda, int64_t B, int sm_count) {
   return kda && B >= 32 ? 2 * std::max(sm_count, 1) / 2 : 0;
 }
 
+// A3 (replay.cuh: KDA's fp32 tensor-core kernel at three blocks per SM) by
+// default from T = 8 on, with the block-ahead record prefetch off (its
+// records come by REC16's copies). Measured on an H100, KDA 32×128, L = 16,
+// µs, main (two blocks per SM, the prefetch on) against A3 without the
+// prefetch (perf_notes_delta.md v58): T = 8 B = 64 / 128 / 256 184.6 → 175.4 /
+// 360.6 → 328.1 / 714.0–715.8 → 637.4–637.8; T = 5 B = 64 / 128 / 256 / 512
+// 147.8 → 155.6 / 287.2 → 291.4 / 566.6 → 563.7 / 1128.3 → 1117.3–1117.9,
+// where the branch with A3 off and no half-tile prefetch took 554.6–554.8 at
+// B = 256. T = 6 and 7 were not measured and keep two blocks per SM.
+inline constexpr int64_t SPEC_A3_MIN_T = 8;
+
 // The persistent T = 1 step (replay1p.cuh) by default from this much of the
 // batch's state per SM: 16-bit GDN states 1.75 MiB, 16-bit KDA states 1 MiB,
 // fp32 KDA states 1.375 MiB (B >= 91 at 132 SMs; 3.5 MiB before the 16

@@ -53,14 +53,24 @@ template <bool KDA, bool MMA>
 ReplayArgs with_replay_layout(const ReplayArgs& a) {
   ReplayArgs b = a;
   if constexpr (HOST_LAYOUT<KDA>)
-    b.rl = check_layout(replay_layout(KDA, MMA ? REPLAY_MMA_K : a.in.K, a.T, a.rings.L, a.nh, a.nh * a.vt, MMA),
+    b.rl = check_layout(replay_layout(KDA, MMA ? REPLAY_MMA_K : a.in.K, a.T, a.rings.L, a.nh, a.nh * a.vt, MMA,
+                                      MMA && a.a3),
                         "delta_replay_kernel");
   return b;
 }
 template <DType SD, bool KDA> void launch_replay(const ReplayArgs& a, const Launch& l) {
   launch_kernel<delta_replay_kernel<SD, KDA>>(l, with_replay_layout<KDA, false>(a));
 }
+// KDA with a.rec16 (delta_launch.cu rec16_fits): REC16's instance; fp32
+// with a.a3 (delta_launch.cu spec_plan): three blocks per SM
 template <DType SD, bool KDA> void launch_replay_mma(const ReplayArgs& a, const Launch& l) {
+  if constexpr (KDA && SD == DType::f32)
+    if (a.a3) {
+      if (a.rec16) return launch_kernel<delta_replay_kernel<SD, KDA, QF_NONE, true, true, true>>(l, with_replay_layout<KDA, true>(a));
+      return launch_kernel<delta_replay_kernel<SD, KDA, QF_NONE, true, false, true>>(l, with_replay_layout<KDA, true>(a));
+    }
+  if constexpr (KDA)
+    if (a.rec16) return launch_kernel<delta_replay_kernel<SD, KDA, QF_NONE, true, true>>(l, with_replay_layout<KDA, true>(a));
   launch_kernel<delta_replay_kernel<SD, KDA, QF_NONE, true>>(l, with_replay_layout<KDA, true>(a));
 }
 template <DType SD, bool KDA> void launch_replay1(const ReplayArgs& a, const Launch& l) {

@@ -170,6 +170,14 @@ struct ReplayArgs {
   // they are requested at once by cp.async (delta_launch.cu rec16_fits).
   // Last, so that the other kernels keep their parameter offsets.
   bool rec16 = false;
+  // fp32 tensor-core T > 1 kernel (replay.cuh): the second half of each
+  // warp's tile is prefetched into L2 when its first is requested (the first
+  // tile's before the preparation) (KDA by default; REPLAYSSM_SPEC_HALF_PF=0
+  // / 1 sets it for both families, for measurements).
+  bool half_pf = false;
+  // KDA's fp32 tensor-core T > 1 kernel at three blocks per SM (replay.cuh
+  // A3; delta_launch.cu spec_plan).
+  bool a3 = false;
 };
 
 // Fold of the committed records: materialize (out) or flush (in place).

@@ -41,16 +41,32 @@ using cuda_util::tf32_split;
 // (ReplayLayout, layouts.h).
 // mma (the tensor-core stream): d rows of the old records only (the window's
 // d stay in registers), KDA's UA in the stream's operand region.
-__host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, int L, int nh, int rb, bool mma = false) {
+// a3 (KDA's tensor-core instance at three blocks per SM, A3 below): the
+// warps' stages (REPLAY_MMA_STAGES bytes) lie at offset 0, over what only the
+// preparation uses (the gates' sums and totals, q̂, UK, UQ), padded to the
+// stages' size; the arrays the stream reads (from KV on) follow, and
+// replay_mma_extra_bytes(true) adds no stages after the operand region.
+inline constexpr int REPLAY_MMA_STAGE = 16 * 256;  // bytes per warp
+inline constexpr int REPLAY_MMA_STAGES = REPLAY_THREADS / 32 * REPLAY_MMA_STAGE;
+__host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, int L, int nh, int rb, bool mma = false,
+                                                      bool a3 = false) {
   ReplayLayout l{};
   const int64_t NM = int64_t(L) + T;
   l.lamd = 0;
   l.float_base = align4(kda ? (NM + 1) * K : 2 * int64_t(nh) * NM);  // in floats
   int64_t o = 0;
-  l.kv = o; o += align4(NM * K);
-  l.qv = o; o += align4(int64_t(T) * K);
-  l.uk = o; o += kda ? align4(int64_t(T) * K) : 0;
-  l.uq = o; o += kda ? align4(int64_t(T) * K) : 0;
+  if (a3) {  // q̂, UK, UQ right after the gates' sums, then past the stages
+    l.qv = o; o += align4(int64_t(T) * K);
+    l.uk = o; o += align4(int64_t(T) * K);
+    l.uq = o; o += align4(int64_t(T) * K);
+    o = o + l.float_base > REPLAY_MMA_STAGES / 4 ? o : REPLAY_MMA_STAGES / 4 - l.float_base;
+    l.kv = o; o += align4(NM * K);
+  } else {
+    l.kv = o; o += align4(NM * K);
+    l.qv = o; o += align4(int64_t(T) * K);
+    l.uk = o; o += kda ? align4(int64_t(T) * K) : 0;
+    l.uq = o; o += kda ? align4(int64_t(T) * K) : 0;
+  }
   l.e0v = o; o += kda ? align4(K) : 0;
   l.ua = o; o += kda && !mma ? align4(2 * int64_t(T) * K) : 0;
   l.w = o; o += align4(int64_t(nh) * T * 2 * NM);
@@ -75,12 +91,11 @@ __host__ __device__ inline ReplayLayout replay_layout(bool kda, int K, int T, in
 inline constexpr int REPLAY_MMA_K = 128;  // the one key dimension of the tensor-core stream
 inline constexpr int REPLAY_MMA_UBP = REPLAY_MMA_K / 2 + 1;
 inline constexpr int REPLAY_MMA_UB_BYTES = 2 * 8 * REPLAY_MMA_UBP * 16 + 8 * 4;  // A operands + ring positions
-inline constexpr int REPLAY_MMA_STAGE = 16 * 256;  // bytes per warp
 // The A operands' bytes (UH, UL), which REC16 first uses to stage the old
 // records' keys, d rows and key scales (delta_launch.cu rec16_fits).
 inline constexpr int REPLAY_MMA_REC_BYTES = 2 * 8 * REPLAY_MMA_UBP * 16;
-__host__ __device__ constexpr int64_t replay_mma_extra_bytes() {
-  return REPLAY_MMA_UB_BYTES + int64_t(REPLAY_THREADS / 32) * REPLAY_MMA_STAGE;
+__host__ __device__ constexpr int64_t replay_mma_extra_bytes(bool a3 = false) {
+  return REPLAY_MMA_UB_BYTES + (a3 ? 0 : int64_t(REPLAY_MMA_STAGES));
 }
 
 // A row of a packed read copy (QF_FP8 / QF_NVFP4) decoded into the fp32
@@ -137,8 +152,13 @@ __device__ __forceinline__ void store_quad(void* p, DType dt, int64_t o, const f
 }
 
 // MMA (T > 1, QF_NONE, K = 128): the rows on tensor cores (see below).
-template <DType SD, bool KDA, int QF = QF_NONE, bool MMA = false>
-__global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayArgs a) {
+// A3 (KDA, MMA, fp32 state, one value head of V = 128 per block: one tile
+// per warp): three blocks per SM (80 registers) on shared memory without the
+// stages of their own (replay_layout a3: the stages over the preparation's
+// arrays), so each warp's first tile goes to L2 before the preparation and
+// into its stage only after it (delta_launch.cu spec_plan).
+template <DType SD, bool KDA, int QF = QF_NONE, bool MMA = false, bool R16 = false, bool A3 = false>
+__global__ void __launch_bounds__(256, MMA ? (A3 ? 3 : 2) : 3) delta_replay_kernel(ReplayArgs a) {
   // QF != QF_NONE: the state is a packed read copy decoded to fp32 rows.
   using RW = Row<QF == QF_NONE ? SD : DType::f32>;
   using TS = std::conditional_t<QF == QF_NONE, typename RW::TS, uint8_t>;
@@ -217,9 +237,11 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // lambda or one hoisted pointer for them changed GDN's SASS.
   constexpr bool HL = HOST_LAYOUT<KDA>;
   const ReplayLayout lay = HL ? a.rl : replay_layout(KDA, K, T, rg.L, a.nh, RBM, MMA);
-  char* const stg = (HL ? at_aligned<16>(reinterpret_cast<char*>(smem4), lay.bytes)
-                        : reinterpret_cast<char*>(smem4) + lay.bytes) +
-                    REPLAY_MMA_UB_BYTES + warp * REPLAY_MMA_STAGE;
+  static_assert(!A3 || (MMA && KDA && SD == DType::f32 && QF == QF_NONE), "A3: KDA's fp32 tensor-core instance");
+  char* const stg = A3 ? reinterpret_cast<char*>(smem4) + warp * REPLAY_MMA_STAGE
+                       : (HL ? at_aligned<16>(reinterpret_cast<char*>(smem4), lay.bytes)
+                             : reinterpret_cast<char*>(smem4) + lay.bytes) +
+                             REPLAY_MMA_UB_BYTES + warp * REPLAY_MMA_STAGE;
   // Unit (tile, hf): 16 rows × 16 chunks of 16 bytes (fp32: columns 64·hf …
   // 64·hf + 63; 16-bit: the whole row). Chunk q of row r lands at chunk
   // q ^ swz(r), so the fragment loads (rows g, g + 8; lanes t4 along the
@@ -251,8 +273,22 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     if (t < RB / 16 && lane32 < 16)
       cuda_util::prefetch_l2(row_ptr(t * 16) + int64_t(lane32) * a.st.s2, uint32_t(K * sizeof(TS)));
   };
-  if constexpr (MMA) {
+  if constexpr (A3) {
+    // the stages hold the preparation's arrays until the stream: the warp's
+    // whole first tile into L2 (lanes 0-15: a row each), its first unit
+    // issued after the A operands
+    if (warp < RB / 16 && lane32 < 16)
+      cuda_util::prefetch_l2(row_ptr(warp * 16) + int64_t(lane32) * a.st.s2, uint32_t(K * sizeof(TS)));
+    prefetch_tile(warp + nwarps);
+  } else if constexpr (MMA) {
     if (warp < RB / 16) issue_unit(row_ptr(warp * 16), 0);
+    // a.half_pf (fp32 states): the second half of the warp's first tile in
+    // L2 too (its unit after the preparation, which else waits a whole round
+    // trip then; lanes 0-15: a row's columns 64-127 each; KDA only: GDN's
+    // stream took 0.3 % longer with the switch's branches, perf_notes_delta.md v58)
+    if constexpr (KDA && WIDE && QF == QF_NONE)
+      if (a.half_pf && warp < RB / 16 && lane32 < 16)
+        cuda_util::prefetch_l2(row_ptr(warp * 16) + int64_t(lane32) * a.st.s2 + 64, uint32_t(64 * sizeof(TS)));
     if constexpr (SPF) prefetch_tile(warp + nwarps);
   }
   // the last warp: L2 prefetch of the records of the block a.rec_pf ahead
@@ -296,15 +332,16 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // preparation waits one round trip for all of them instead of one per loop
   // (keys, d; the gates two). The same values, and the same sums in the same
   // order, as the loads they replace.
-  constexpr bool REC = MMA && KDA && QF == QF_NONE;
-  const bool rec16 = REC && a.rec16;
+  // R16: its own instance (launch_replay_mma takes it where a.rec16), so the
+  // loads' path compiles without REC16's code beside it.
+  constexpr bool rec16 = MMA && KDA && QF == QF_NONE && R16;
   char* const rks = HL ? at_aligned<16>(reinterpret_cast<char*>(smem4), lay.bytes)
                        : reinterpret_cast<char*>(smem4) + lay.bytes;  // [L][K] raw keys
   const int kcb = REPLAY_MMA_K * (rg.k_dt == DType::f32 ? 4 : 2);    // bytes per key row
   const int dcb = REPLAY_MMA_K * (rg.d_dt == DType::f32 ? 4 : 2);    // bytes per d row
   char* const rds = rks + rg.L * kcb;                                 // [L][V] raw d
   float* const rss = reinterpret_cast<float*>(rds + rg.L * dcb);      // [L] key scales
-  if (rec16) {
+  if constexpr (rec16) {
     const int kc = kcb / 16, dc = dcb / 16, nc = kc + dc + REPLAY_MMA_K / 4;
     for (int j = warp; j < n_old; j += nwarps) {
       const int64_t pos = rpos(old_start, j);
@@ -356,7 +393,7 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
   // records by the threads that take them in the gates' part 1 below
   [[maybe_unused]] GateRaw wgr{};
   [[maybe_unused]] uint32_t wraw[8];
-  if (rec16) {
+  if constexpr (rec16) {
     // the token's β and window gates first (one value head per block: their
     // loads beside the records'), then the staged rows: KV[j][i] =
     // k_j[i]·ks_j, DT[j][v] = d_j[v] (RBM = vt = 128)
@@ -758,6 +795,9 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
     }
     if (tid < T) POS[tid] = rpos(p.append_start, tid);
     __syncthreads();
+    // A3: the preparation's arrays are read; the first unit into the stage
+    if constexpr (A3)
+      if (warp < RB / 16) issue_unit(row_ptr(warp * 16), 0);
     const int g = lane32 >> 2, t4 = lane32 & 3;
     const bool tok = g < T;  // this lane's token g is in the window
     const int ntiles = RB / 16;
@@ -806,6 +846,12 @@ __global__ void __launch_bounds__(256, MMA ? 2 : 3) delta_replay_kernel(ReplayAr
           if (nt < ntiles)
             issue_unit(WIDE && hf == 0 ? trow : state + int64_t(hv0 + t_hvl) * a.st.s1 + int64_t(v0 + t_rem) * a.st.s2,
                        WIDE && hf == 0 ? 1 : 0);
+          // a.half_pf: the next tile's second half into L2 beside its first
+          // (two units in flight per warp, one of them in L2; KDA only)
+          if constexpr (KDA && WIDE && QF == QF_NONE)
+            if (a.half_pf && hf == 1 && nt < ntiles && lane32 < 16)
+              cuda_util::prefetch_l2(state + int64_t(hv0 + t_hvl) * a.st.s1 + int64_t(v0 + t_rem + lane32) * a.st.s2 + 64,
+                                     uint32_t(64 * sizeof(TS)));
           if constexpr (SPF)
             if (!(WIDE && hf == 0)) prefetch_tile(tile + 2 * nwarps);
         }

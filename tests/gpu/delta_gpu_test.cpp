@@ -527,11 +527,44 @@ TEST(DeltaGpu, SpecRecordsByCopiesChoice) {
   EXPECT_FALSE(spec_choice(dims(DeltaFamily::kda, 32, 32, 256, 16), DType::f32, sms, &l).rec16);
 }
 
+// Two pools of the same contents take the same speculative steps (B = 24,
+// random acceptances after the first; L = 8 and 16 make rows flush), pool a
+// in the current environment, pool b with `name` set to `value`: outputs and
+// every pool tensor byte for byte after each of 14 steps.
+void expect_spec_steps_match(const Cfg& c, int64_t L, int64_t T, uint32_t seed, const char* name, const char* value) {
+  const int64_t B = 24, S = 27;
+  std::mt19937 ra(seed), rb(seed);
+  Pool pa(c, S, L, T, ra), pb(c, S, L, T, rb);  // the same contents
+  std::mt19937 rng(seed + 1);
+  Pair slot = make_slots(B, S, 1, -1, rng);
+  for (int step = 0; step < 14; ++step) {
+    Inputs in(c, {B, T}, rng);
+    Pair acc;
+    if (step > 0) {
+      acc.make(DType::i32, {B});
+      for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % T)));
+      acc.upload();
+    }
+    const Tensor at = step > 0 ? acc.dt() : Tensor{};
+    delta_replay_step(c.f, in.step(true, slot, -1), pa.view(true), at, false, cuda_exec());
+    sync();
+    const HostTensor oa = in.o.fetch();
+    in.poison();
+    {
+      ScopedEnv set(name, value);
+      delta_replay_step(c.f, in.step(true, slot, -1), pb.view(true), at, false, cuda_exec());
+    }
+    sync();
+    EXPECT_TRUE(in.o.fetch().bytes_equal(oa)) << "o, step " << step;
+    for (auto m : {&Pool::state, &Pool::rd, &Pool::rk, &Pool::rks, &Pool::rg, &Pool::cur})
+      EXPECT_TRUE((pa.*m).fetch().bytes_equal((pb.*m).fetch())) << "pool, step " << step;
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 // REC16 on the GPU against the same kernel's loads (REPLAYSSM_SPEC_REC16=0):
-// two pools of the same contents take the same speculative steps (T = 5,
-// random acceptances; L = 8 and 16, so rows flush), outputs and every pool
-// tensor byte for byte after each step: fp32 / bf16 states, bf16 / fp32 d
-// records, bf16 / fp32 keys (activations), at the model shape.
+// T = 5, L = 8 and 16; fp32 / bf16 states, bf16 / fp32 d records, bf16 /
+// fp32 keys (activations), at the model shape.
 // The cpu backend checks the copies' path through the other spec tests.
 TEST(DeltaGpu, SpecRecordsByCopiesMatchLoads) {
   RSSM_SKIP_WITHOUT_GPU();
@@ -544,36 +577,75 @@ TEST(DeltaGpu, SpecRecordsByCopiesMatchLoads) {
   for (const Cfg& c : cfgs)
     for (int64_t L : {8, 16}) {
       SCOPED_TRACE(name(c) + " L" + std::to_string(L));
-      const int64_t B = 24, S = 27, T = 5;
-      std::mt19937 ra(seed), rb(seed);
-      Pool pa(c, S, L, T, ra), pb(c, S, L, T, rb);  // the same contents
-      std::mt19937 rng(seed + 1);
-      Pair slot = make_slots(B, S, 1, -1, rng);
-      for (int step = 0; step < 14; ++step) {
-        Inputs in(c, {B, T}, rng);
-        Pair acc;
-        if (step > 0) {
-          acc.make(DType::i32, {B});
-          for (int64_t b = 0; b < B; ++b) acc.h.set(b, double(1 + int64_t(rng() % T)));
-          acc.upload();
-        }
-        const Tensor at = step > 0 ? acc.dt() : Tensor{};
-        {
-          ScopedEnv off("REPLAYSSM_SPEC_REC16", "0");
-          delta_replay_step(c.f, in.step(true, slot, -1), pa.view(true), at, false, cuda_exec());
-        }
-        sync();
-        const HostTensor oa = in.o.fetch();
-        in.poison();
-        delta_replay_step(c.f, in.step(true, slot, -1), pb.view(true), at, false, cuda_exec());
-        sync();
-        EXPECT_TRUE(in.o.fetch().bytes_equal(oa)) << "o, step " << step;
-        for (auto m : {&Pool::state, &Pool::rd, &Pool::rk, &Pool::rks, &Pool::rg, &Pool::cur})
-          EXPECT_TRUE((pa.*m).fetch().bytes_equal((pb.*m).fetch())) << "pool, step " << step;
+      expect_spec_steps_match(c, L, 5, seed++, "REPLAYSSM_SPEC_REC16", "0");
+      if (::testing::Test::HasFailure()) return;
+    }
+}
+
+// A3 (replay.cuh): KDA's fp32 tensor-core kernel at three blocks per SM,
+// by default from T = 8 (REPLAYSSM_SPEC_A3=1 / 0 sets it), where three
+// blocks' shared memory fits 228 KiB: whole 128-row heads, L + T up to 24;
+// never for 16-bit states, GDN, L = 32 or a smaller SM. No GPU needed.
+TEST(DeltaGpu, SpecThreeBlocksChoice) {
+  const int sms = 132, sm228 = 228 * 1024;
+  auto dims = [](DeltaFamily f, int64_t H, int64_t HV, int64_t B, int64_t L, int64_t T) {
+    delta::Dims d = t1_dims(f, H, HV, B, L);
+    d.T = T;
+    d.R = d.L + d.T;
+    return d;
+  };
+  using delta::cuda::spec_choice;
+  const DType F = DType::f32, Hf = DType::bf16;
+  auto kda = [&](int64_t B, int64_t L, int64_t T, DType st = DType::f32, int smem = 228 * 1024) {
+    return spec_choice(dims(DeltaFamily::kda, 32, 32, B, L, T), st, sms, nullptr, F, Hf, smem);
+  };
+  EXPECT_FALSE(kda(256, 16, 5).a3);  // by default from T = 8 (heuristics.h SPEC_A3_MIN_T)
+  EXPECT_FALSE(kda(256, 16, 7).a3);
+  EXPECT_TRUE(kda(256, 16, 8).a3);
+  EXPECT_TRUE(kda(64, 16, 8).a3);
+  EXPECT_FALSE(kda(256, 32, 8).a3);  // L + T > 24
+  {
+    ScopedEnv off("REPLAYSSM_SPEC_A3", "0");
+    EXPECT_FALSE(kda(256, 16, 8).a3);
+  }
+  ScopedEnv on("REPLAYSSM_SPEC_A3", "1");
+  for (int64_t T : {2, 5, 8}) {
+    const auto c = kda(256, 16, T);
+    EXPECT_TRUE(c.a3 && c.mma && c.nh == 1 && c.vt == 128) << "T " << T;
+    EXPECT_LE(3 * (c.smem + 1024), sm228) << "T " << T;
+    EXPECT_LT(c.smem, kda(256, 16, T, F, 100 * 1024).smem) << "T " << T;  // no stages after the operands
+  }
+  EXPECT_TRUE(kda(24, 16, 5).a3);  // SpecThreeBlocksMatch's launches
+  EXPECT_TRUE(kda(24, 8, 5).a3);
+  EXPECT_FALSE(kda(256, 32, 5).a3);
+  EXPECT_FALSE(kda(256, 16, 5, DType::bf16).a3);
+  EXPECT_FALSE(kda(256, 16, 5, F, 200 * 1024).a3);
+  EXPECT_FALSE(spec_choice(dims(DeltaFamily::gdn, 16, 64, 256, 16, 5), F, sms).a3);
+  const QuantLayout l = quant_layout(ReadFormat::fp8_e4m3, 128, 128);
+  EXPECT_FALSE(spec_choice(dims(DeltaFamily::kda, 32, 32, 256, 16, 5), F, sms, &l).a3);
+}
+
+// A3 on the GPU against the same steps at two blocks per SM
+// (expect_spec_steps_match with REPLAYSSM_SPEC_A3=1): T = 5 at L = 8, T = 8
+// at L = 16, REC16 on and off, bf16 and fp32 keys and d records, at the
+// model shape.
+TEST(DeltaGpu, SpecThreeBlocksMatch) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const DType F = DType::f32, H = DType::bf16;
+  const Cfg cfgs[] = {{DeltaFamily::kda, {32, 32, 128, 128}},
+                      {DeltaFamily::kda, {32, 32, 128, 128}, F, H, F, H},
+                      {DeltaFamily::kda, {32, 32, 128, 128}, F, F, F, F}};
+  uint32_t seed = 1700;
+  for (const Cfg& c : cfgs)
+    for (int64_t L : {8, 16})
+      for (const char* rec16 : {"1", "0"}) {
+        const int64_t T = L == 8 ? 5 : 8;
+        SCOPED_TRACE(name(c) + " L" + std::to_string(L) + " T" + std::to_string(T) + " REC16=" + rec16);
+        ScopedEnv r16("REPLAYSSM_SPEC_REC16", rec16);
+        ScopedEnv off("REPLAYSSM_SPEC_A3", "0");  // pool a at two blocks per SM (T = 8 takes A3 by default)
+        expect_spec_steps_match(c, L, T, seed++, "REPLAYSSM_SPEC_A3", "1");
         if (::testing::Test::HasFailure()) return;
       }
-      ++seed;
-    }
 }
 
 // Speculative steps through the tensor-core stream (K = 128: the model
