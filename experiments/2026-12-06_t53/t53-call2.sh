@@ -3,11 +3,12 @@
 # KDA T = 5 fp32 replay_spec launch (delta_replay_kernel, B = 256, L = 16)
 # on main's build, per source line (scripts/ncu_lines.py, innermost lines
 # and -gi callers); the SASS CSV and nvdisasm -gi text come back xz'd.
+# PACK / PACK_LABEL: another pack's build (t58-call3).
 #   run: bash experiments/2026-12-06_t53/t53-call2.sh
 set -u
 cd "$(dirname "$0")/../.."
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1
-export PACK=gpubin-x/t53m.tar.xz PACK_LABEL=main DEADLINE_S=300
+export PACK=${PACK:-gpubin-x/t53m.tar.xz} PACK_LABEL=${PACK_LABEL:-main} DEADLINE_S=300
 export PROFILE_KERNEL=delta_replay_kernel
 export PROFILE_ARGS="--family kda --preset kimi --modes replay --batch 256 --L 16 --T 5 --state fp32 --target-ms 1"
 bash scripts/gpu_check.sh profile
