@@ -172,8 +172,8 @@ struct ReplayArgs {
   bool rec16 = false;
   // fp32 tensor-core T > 1 kernel (replay.cuh): the second half of each
   // warp's tile is prefetched into L2 when its first is requested (the first
-  // tile's before the preparation) (KDA by default; REPLAYSSM_SPEC_HALF_PF=0
-  // / 1 sets it for both families, for measurements).
+  // tile's before the preparation); KDA's instances only, off by default
+  // (slower, perf_notes_delta.md v58; REPLAYSSM_SPEC_HALF_PF=1 sets it).
   bool half_pf = false;
   // KDA's fp32 tensor-core T > 1 kernel at three blocks per SM (replay.cuh
   // A3; delta_launch.cu spec_plan).
