@@ -174,7 +174,8 @@ struct Fp8TcB {
   float usq, usk;  // 2^−σ: the sums' unscaling
 };
 // the B operands of u_q (uqp) and u_k (ukp), K = R1B_K floats each (shared
-// memory); live false: zeros
+// memory); live false: zeros. NV4: in the nvfp4 sweep's order (nv4_tc_mma).
+template <bool NV4 = false>
 __device__ __forceinline__ void fp8_tc_operands(const float* uqp, const float* ukp, bool live, int lane32, Fp8TcB& o) {
   const int g = lane32 >> 2, t = lane32 & 3;
   float mq = 0.f, mk = 0.f;
@@ -195,11 +196,23 @@ __device__ __forceinline__ void fp8_tc_operands(const float* uqp, const float* u
   const bool vk = g & 1, on = live && (g >> 1) == t;
   const float* const u = (vk ? ukp : uqp) + 32 * t;
   const float sc = quant::dev::exp2i(vk ? sk : sq);
+  if constexpr (NV4) {
 #pragma unroll
-  for (int c = 0; c < 8; ++c) {
-    const float4 x = on ? *reinterpret_cast<const float4*>(u + 4 * c) : make_float4(0.f, 0.f, 0.f, 0.f);
-    cuda_util::f16x2_split(x.x * sc, x.y * sc, o.bh[c][0], o.bl[c][0]);
-    cuda_util::f16x2_split(x.z * sc, x.w * sc, o.bh[c][1], o.bl[c][1]);
+    for (int j = 0; j < 4; ++j) {  // k-steps 2j, 2j + 1: values 8j + {0, 4}, {1, 5} and {2, 6}, {3, 7}
+      const float4 x = on ? *reinterpret_cast<const float4*>(u + 8 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
+      const float4 y = on ? *reinterpret_cast<const float4*>(u + 8 * j + 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+      cuda_util::f16x2_split(x.x * sc, y.x * sc, o.bh[2 * j][0], o.bl[2 * j][0]);
+      cuda_util::f16x2_split(x.y * sc, y.y * sc, o.bh[2 * j][1], o.bl[2 * j][1]);
+      cuda_util::f16x2_split(x.z * sc, y.z * sc, o.bh[2 * j + 1][0], o.bl[2 * j + 1][0]);
+      cuda_util::f16x2_split(x.w * sc, y.w * sc, o.bh[2 * j + 1][1], o.bl[2 * j + 1][1]);
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float4 x = on ? *reinterpret_cast<const float4*>(u + 4 * c) : make_float4(0.f, 0.f, 0.f, 0.f);
+      cuda_util::f16x2_split(x.x * sc, x.y * sc, o.bh[c][0], o.bl[c][0]);
+      cuda_util::f16x2_split(x.z * sc, x.w * sc, o.bh[c][1], o.bl[c][1]);
+    }
   }
   o.usq = quant::dev::exp2i(-sq);
   o.usk = quant::dev::exp2i(-sk);
@@ -237,6 +250,63 @@ __device__ __forceinline__ void fp8_tc_sums(const float (&dh)[4], const float (&
   const float vk = __shfl_xor_sync(0xffffffffu, v[0], 1);
   aq = v[0] * o.usq;
   ak = vk * o.usk;
+}
+
+// The nvfp4 copy's sweep on tensor cores, in the fp8 sweep's form: lane t
+// takes bytes 16t .. 16t + 15 of rows g and g + 8 (values 32t .. 32t + 31:
+// nvfp4 blocks 2t and 2t + 1); word j of them (values 32t + 8j + i) makes
+// the f16x2 pairs p_i = (value i, value i + 4) · 2^-14, exact
+// (quant::dev::e2m1x8_to_f16x2_pairs), and k-step c = 2j + s takes p_{2s}
+// as columns 2t, 2t + 1 and p_{2s+1} as 2t + 8, 2t + 9 (B in that order:
+// fp8_tc_operands<true>). k-steps 0–3 (block 2t) and 4–7 (block 2t + 1)
+// accumulate apart; each block's sums take its E4M3 scale, then 2^14 and the
+// tile's scale. A code of 0.5 is an f16 subnormal, which the tensor cores
+// take exactly.
+struct Nv4TcRows {
+  uint32_t wa[4], wb[4];
+  float sa[2], sb[2], m;  // the rows' block scales (blocks 2t, 2t + 1); 2^14 · the tile scale
+};
+// rows ra, rb of a stage: R1B_K / 2 code bytes a row, their srb scale bytes
+// after nrows rows, then the tile's fp32 scale
+__device__ __forceinline__ void nv4_tc_load(const char* sg, int ra, int rb, int nrows, int srb, int t, Nv4TcRows& x) {
+  const uint4 a = *reinterpret_cast<const uint4*>(sg + ra * (R1B_K / 2) + 16 * t);
+  const uint4 b = *reinterpret_cast<const uint4*>(sg + rb * (R1B_K / 2) + 16 * t);
+  x.wa[0] = a.x, x.wa[1] = a.y, x.wa[2] = a.z, x.wa[3] = a.w;
+  x.wb[0] = b.x, x.wb[1] = b.y, x.wb[2] = b.z, x.wb[3] = b.w;
+  const uint8_t* const sc = reinterpret_cast<const uint8_t*>(sg + nrows * (R1B_K / 2));
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    x.sa[i] = quant::dev::e4m3_decode(sc[ra * srb + 2 * t + i]);
+    x.sb[i] = quant::dev::e4m3_decode(sc[rb * srb + 2 * t + i]);
+  }
+  x.m = 16384.f * *reinterpret_cast<const float*>(sc + nrows * srb);
+}
+__device__ __forceinline__ void nv4_tc_mma(const Nv4TcRows& x, const Fp8TcB& o, float (&dh)[2][4], float (&dl)[2][4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t pa[4], pb[4];
+    quant::dev::e2m1x8_to_f16x2_pairs(x.wa[j], pa);
+    quant::dev::e2m1x8_to_f16x2_pairs(x.wb[j], pb);
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      cuda_util::mma_f16(dh[j >> 1], pa[2 * s], pb[2 * s], pa[2 * s + 1], pb[2 * s + 1], o.bh[2 * j + s][0], o.bh[2 * j + s][1]);
+      cuda_util::mma_f16(dl[j >> 1], pa[2 * s], pb[2 * s], pa[2 * s + 1], pb[2 * s + 1], o.bl[2 * j + s][0], o.bl[2 * j + s][1]);
+    }
+  }
+}
+// the rows' sums as fp8_tc_sums: lanes t = 0 / 2 get row g / g + 8's (aq, ak)
+__device__ __forceinline__ void nv4_tc_sums(const float (&dh)[2][4], const float (&dl)[2][4], const Nv4TcRows& x,
+                                            const Fp8TcB& o, int t, float& aq, float& ak) {
+  float v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float s0 = i < 2 ? x.sa[0] : x.sb[0], s1 = i < 2 ? x.sa[1] : x.sb[1];
+    v[i] = (dh[0][i] + dl[0][i]) * s0 + (dh[1][i] + dl[1][i]) * s1;
+  }
+  cuda_util::transpose_sum<4, 4>(v, t);  // lane t: v[t] summed over the blocks
+  const float vk = __shfl_xor_sync(0xffffffffu, v[0], 1);
+  aq = v[0] * x.m * o.usq;
+  ak = vk * x.m * o.usk;
 }
 
 __host__ __device__ inline int64_t r1q_sweep_bytes(bool nvfp4, int vt, int64_t scale_row_bytes) {
@@ -873,16 +943,16 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
   phases23();
   R1_STAMP(4);
 
-  if constexpr (QB && QF == QF_FP8 && !KDA) {
-    // Phase 4, GDN fp8 copy, on tensor cores (fp8_tc_operands above): sweep k
-    // = value head hv0 + k. B = 256, L = 16: 379.5 → 369.7 µs per dual fp8
-    // step (perf_notes_delta.md, "the GDN fp8 copy's sweep on tensor cores");
-    // KDA blocks (one head, one sweep) lost 2.4 % with it (the per-block
-    // setup of B).
-    static_assert(REPLAY1_THREADS / 32 * 16 == R1Q_MAX_ROWS, "fp8 copy: one 16-row tile per warp");
+  if constexpr (QB && !KDA) {
+    // Phase 4, GDN fp8 / nvfp4 copy, on tensor cores (fp8_tc_operands above):
+    // sweep k = value head hv0 + k. B = 256, L = 16: 379.5 → 369.7 µs per dual
+    // fp8 step (perf_notes_delta.md, "the GDN fp8 copy's sweep on tensor
+    // cores"; nvfp4: v59); KDA blocks (one head, one sweep) lost 2.4 % with it
+    // (the per-block setup of B).
+    static_assert(REPLAY1_THREADS / 32 * 16 == R1Q_MAX_ROWS, "packed copy: one 16-row tile per warp");
     const int g = lane32 >> 2, t = lane32 & 3;
     Fp8TcB bo;
-    fp8_tc_operands(QV, KV + int64_t(n_old) * K, true, lane32, bo);
+    fp8_tc_operands<QF == QF_NVFP4>(QV, KV + int64_t(n_old) * K, true, lane32, bo);
     const float kq = MISC[0];
     const int64_t d_base = s * rg.d0 + apos * rg.d1 + v0;
     const int64_t o_base = int64_t(b) * in.o.sb + v0;
@@ -892,17 +962,27 @@ __global__ void __launch_bounds__(REPLAY1_THREADS, KDA                       ? R
     for (int k = 0; k < nsw; ++k, stc.next(NST)) {
       const int st = stc.slot;
       cuda_util::mbar_wait(BAR + st, stc.phase);
-      Fp8TcRows x;
-      fp8_tc_load(reinterpret_cast<const char*>(STG) + st * SWB, ra, rb, vt, srb, t, x);
-      float dh[4] = {0.f, 0.f, 0.f, 0.f}, dl[4] = {0.f, 0.f, 0.f, 0.f};
-      fp8_tc_mma(x, bo, dh, dl);
+      // the rows into registers and their products; then the stage is
+      // refilled (sweep k + NST) while the sums are formed
+      [[maybe_unused]] Fp8TcRows x8;
+      [[maybe_unused]] Nv4TcRows x4;
+      [[maybe_unused]] float dh8[4] = {0.f, 0.f, 0.f, 0.f}, dl8[4] = {0.f, 0.f, 0.f, 0.f};
+      [[maybe_unused]] float dh4[2][4] = {}, dl4[2][4] = {};
+      if constexpr (QF == QF_FP8) {
+        fp8_tc_load(reinterpret_cast<const char*>(STG) + st * SWB, ra, rb, vt, srb, t, x8);
+        fp8_tc_mma(x8, bo, dh8, dl8);
+      } else {
+        nv4_tc_load(reinterpret_cast<const char*>(STG) + st * SWB, ra, rb, vt, srb, t, x4);
+        nv4_tc_mma(x4, bo, dh4, dl4);
+      }
       __syncthreads();  // stage k % NST read: refill it with sweep k + NST
       if (tid == 0 && k + NST < nsw) {
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         issue_sweep(k + NST, st);
       }
       float aq, ak;
-      fp8_tc_sums(dh, dl, x, bo, t, aq, ak);
+      if constexpr (QF == QF_FP8) fp8_tc_sums(dh8, dl8, x8, bo, t, aq, ak);
+      else nv4_tc_sums(dh4, dl4, x4, bo, t, aq, ak);
       const int rl = 16 * warp + g + 4 * t;  // t = 0: row g (q, k), t = 2: row g + 8
       if (!(t & 1) && rl < vt) {
         const int64_t hv = hv0 + k;

@@ -485,9 +485,11 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
 // faster so (perf_notes_delta.md v42).
 template <int QF>
 inline constexpr bool R1P_EARLY_RELEASE = QF != QF_NVFP4;
-// the GDN fp8 copy's sweeps on tensor cores (at V = 128; perf_notes_delta.md v46)
+// the GDN packed copies' sweeps on tensor cores (at V = 128): fp8
+// (perf_notes_delta.md v46) and nvfp4 (v59). KDA's (one value head per item)
+// measured even with them on an H100 (v59), so its sweeps stay on CUDA cores.
 template <bool KDA, int QF>
-inline constexpr bool R1P_TC = !KDA && QF == QF_FP8;
+inline constexpr bool R1P_TC = !KDA && (QF == QF_FP8 || QF == QF_NVFP4);
 
 // DUAL: a dual pool's read copy (no item flushes here: the dual fold did;
 // no flush area), QF != QF_NONE an fp8 / nvfp4 one (SD unused): sweep k of
@@ -522,14 +524,17 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
   uint64_t* const FRE = RDY + NB;
   R1PItem* const info = reinterpret_cast<R1PItem*>(sm + lay.info);
   const int tid = threadIdx.x, lane32 = tid & 31;
+  // TC: the sweeps on tensor cores (a value head is the eight warps' 16-row tiles)
+  const bool tc = R1P_TC<KDA, QF> && V == 128;
   if (tid == 0) {
     // FULL: the producer's arrival (bulk: one, with the bytes; per-lane
     // copies: each lane's, when its copies land)
     for (int i = 0; i < R1P_MAX_STAGES; ++i) cuda_util::mbar_init(FULL + i, a.lanes_copy ? 32 : 1);
     // EMPTY: one arrival per consumer warp once its rows are in registers
-    // (EARLY, below), else one after the consumers' barrier; the rest: one
+    // (EARLY or TC, below), else one after the consumers' barrier; the rest: one
+    const bool early = R1P_EARLY_RELEASE<QF> || (QF == QF_NVFP4 && tc);
     for (int i = R1P_MAX_STAGES; i < 2 * R1P_MAX_STAGES + 3 * NB; ++i)
-      cuda_util::mbar_init(FULL + i, R1P_EARLY_RELEASE<QF> && i < 2 * R1P_MAX_STAGES ? CW : 1);
+      cuda_util::mbar_init(FULL + i, early && i < 2 * R1P_MAX_STAGES ? CW : 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -694,13 +699,12 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
     const float* const Z = sm + lay.res + buf * rl.sz;
     const bool live = item.flags & R1P_LIVE, flush = !DUAL && (item.flags & R1P_FLUSH);
     const int hv0 = item.kh * in.G, n_old = item.n_old;
-    // TC (GDN, an fp8 copy, V = 128: a value head is the eight warps' 16-row
-    // tiles): the sweeps on tensor cores, fp8_tc_operands (replay1.cuh;
-    // perf_notes_delta.md v46); else a lane's E values of a row on CUDA cores.
-    const bool tc = R1P_TC<KDA, QF> && V == 128;
+    // TC (a packed copy, V = 128): the sweeps on tensor cores,
+    // fp8_tc_operands (replay1.cuh; perf_notes_delta.md v46); else a lane's E
+    // values of a row on CUDA cores.
     [[maybe_unused]] Fp8TcB bo;
     if constexpr (R1P_TC<KDA, QF>)
-      if (tc) fp8_tc_operands(Z + rl.uq, Z + rl.uk, live, lane32, bo);
+      if (tc) fp8_tc_operands<QF == QF_NVFP4>(Z + rl.uq, Z + rl.uk, live, lane32, bo);
     float ukr[E], uqr[E], e0r[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) {
@@ -726,14 +730,24 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
       if constexpr (R1P_TC<KDA, QF>) {
         if (tc) {  // value head hv0 + k: warp w's rows 16w + g, 16w + g + 8
           const int g = lane32 >> 2, t = lane32 & 3, ra = 16 * warp + g;
-          Fp8TcRows x;
-          fp8_tc_load(reinterpret_cast<const char*>(STG) + st * SWB, ra, ra + 8, V, srb, t, x);
-          __syncwarp();  // the warp's rows are in registers: its EMPTY arrival (EARLY)
-          if (lane32 == 0) cuda_util::mbar_arrive(EMPTY + st);
-          float dh[4] = {0.f, 0.f, 0.f, 0.f}, dl[4] = {0.f, 0.f, 0.f, 0.f};
-          fp8_tc_mma(x, bo, dh, dl);
           float aq, ak;
-          fp8_tc_sums(dh, dl, x, bo, t, aq, ak);
+          if constexpr (QF == QF_FP8) {
+            Fp8TcRows x;
+            fp8_tc_load(reinterpret_cast<const char*>(STG) + st * SWB, ra, ra + 8, V, srb, t, x);
+            __syncwarp();  // the warp's rows are in registers: its EMPTY arrival (EARLY)
+            if (lane32 == 0) cuda_util::mbar_arrive(EMPTY + st);
+            float dh[4] = {0.f, 0.f, 0.f, 0.f}, dl[4] = {0.f, 0.f, 0.f, 0.f};
+            fp8_tc_mma(x, bo, dh, dl);
+            fp8_tc_sums(dh, dl, x, bo, t, aq, ak);
+          } else {
+            Nv4TcRows x;
+            nv4_tc_load(reinterpret_cast<const char*>(STG) + st * SWB, ra, ra + 8, V, srb, t, x);
+            __syncwarp();  // the warp's rows are in registers: its EMPTY arrival
+            if (lane32 == 0) cuda_util::mbar_arrive(EMPTY + st);
+            float dh[2][4] = {}, dl[2][4] = {};
+            nv4_tc_mma(x, bo, dh, dl);
+            nv4_tc_sums(dh, dl, x, bo, t, aq, ak);
+          }
           if (!(t & 1)) {  // t = 0: row ra, t = 2: row ra + 8 (as r1b_finish_rows)
             const int vl = ra + 4 * t, r = k * V + vl;
             const int64_t hv = hv0 + k;

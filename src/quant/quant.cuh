@@ -135,6 +135,17 @@ __device__ __forceinline__ void e2m1x8_to_half2(uint32_t w, __half2 (&h)[4]) {
   }
 }
 
+// The same bit moves, paired across the word's halves: p[i] = (value i,
+// value i + 4) · 2^-14 (nibble i → bits 9..11 and 15, nibble i + 4 → bits
+// 25..27 and 31), one shift pair and mask per register.
+__device__ __forceinline__ void e2m1x8_to_f16x2_pairs(uint32_t w, uint32_t (&p)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t x = w >> (4 * i);
+    p[i] = ((x << 9) & 0x0E000E00u) | ((x << 12) & 0x80008000u);
+  }
+}
+
 // Exact E2M1 values of the eight nibbles of a word (nibble i → y[i]).
 __device__ __forceinline__ void e2m1x8_decode(uint32_t w, float (&y)[8]) {
   __half2 h[4];
