@@ -556,6 +556,47 @@ mamba2_replay1_kernel(const Params p) {
     // ---- 4. stream, one sweep of SW rows at a time from its stage (NST
     // stages in flight): part[r] = S·C_t (flush: fold, round, write first).
     // Every sweep is waited on, so no copy is pending when the block exits.
+    // TC (an nvfp4 copy): the sweeps on tensor cores, in the form of the GDN
+    // copies' (delta/replay1.cuh nv4_tc_mma): warp w takes the 16-row tiles
+    // 2w, 2w + 1 of a sweep, lane (g, t) rows g and g + 8 of each at bytes
+    // 16t .. 16t + 15 (values 32t .. 32t + 31: blocks 2t, 2t + 1), word j as
+    // the exact f16x2 pairs (value i, value i + 4) · 2^-14. B is
+    // block-diagonal with one vector: column 2b holds C·2^σ's f16 hi part and
+    // column 2b + 1 its lo part on lane group b's k only, so one m16n8k16 per
+    // k-step gives both; k-steps 0–3 (block 2t) and 4–7 (block 2t + 1)
+    // accumulate apart and take their E4M3 scales, then 2^14, the head's tile
+    // scale and 2^−σ.
+    constexpr bool TC = QF == QF_NVFP4;
+    [[maybe_unused]] uint32_t cb[8][2];
+    [[maybe_unused]] float cus = 0.f;
+    if constexpr (TC) {
+      const int g = lane >> 2, t = lane & 3;
+      float mc = 0.f;
+#pragma unroll
+      for (int e = lane; e < R1_N; e += 32) mc = fmaxf(mc, fabsf(Traits<AD>::load(Cs[e])));
+#pragma unroll
+      for (int of = 16; of >= 1; of /= 2) mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, of));
+      // σ = 140 − e for max |C| ∈ [2^(e−127), 2^(e−126)): [2^13, 2^14) after it
+      const int ex = int(__float_as_uint(mc) >> 23) & 255;
+      const int sg = ex == 0 || ex == 255 ? 0 : min(140 - ex, 126);
+      const float sc = quant::dev::exp2i(sg);
+      cus = 16384.f * quant::dev::exp2i(-sg);
+      const bool on = (g >> 1) == t, lo = g & 1;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float x[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) x[i] = on ? Traits<AD>::load(Cs[32 * t + 8 * j + i]) * sc : 0.f;
+#pragma unroll
+        for (int s2 = 0; s2 < 2; ++s2)
+#pragma unroll
+          for (int q = 0; q < 2; ++q) {  // b0: values 2s, 2s + 4; b1: 2s + 1, 2s + 5
+            uint32_t h, l;
+            cuda_util::f16x2_split(x[2 * s2 + q], x[2 * s2 + q + 4], h, l);
+            cb[2 * j + s2][q] = lo ? l : h;
+          }
+      }
+    }
     float cq[E];
   #pragma unroll
     for (int e = 0; e < E; ++e) cq[e] = Traits<AD>::load(Cs[lr * E + e]);
@@ -575,6 +616,58 @@ mamba2_replay1_kernel(const Params p) {
     for (int k = 0; k < nsw; ++k, stc.next(NST)) {
       const int st = stc.slot;
       mbar_wait(bar + st, stc.phase);
+      if constexpr (TC) {
+        const int g = lane >> 2, t = lane & 3, srb = int(p.q_srb);
+        const char* const sg = stage + st * SWB;
+        const uint8_t* const scl = reinterpret_cast<const uint8_t*>(sg + SW * ROWB);
+        float v[2][2];  // [tile][row g, g + 8]: the lane's share of the rows' sums
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int ra = warp * BR + 16 * u + g;
+          const uint4 wa = *reinterpret_cast<const uint4*>(sg + ra * ROWB + 16 * t);
+          const uint4 wb = *reinterpret_cast<const uint4*>(sg + (ra + 8) * ROWB + 16 * t);
+          const uint32_t xa[4] = {wa.x, wa.y, wa.z, wa.w}, xb[4] = {wb.x, wb.y, wb.z, wb.w};
+          float acc[2][4] = {};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            uint32_t pa[4], pb[4];
+            quant::dev::e2m1x8_to_f16x2_pairs(xa[j], pa);
+            quant::dev::e2m1x8_to_f16x2_pairs(xb[j], pb);
+#pragma unroll
+            for (int s2 = 0; s2 < 2; ++s2)
+              cuda_util::mma_f16(acc[j >> 1], pa[2 * s2], pb[2 * s2], pa[2 * s2 + 1], pb[2 * s2 + 1], cb[2 * j + s2][0],
+                                 cb[2 * j + s2][1]);
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint8_t* const sr = scl + (ra + 8 * h) * srb + 2 * t;
+            v[u][h] = (acc[0][2 * h] + acc[0][2 * h + 1]) * quant::dev::e4m3_decode(sr[0]) +
+                      (acc[1][2 * h] + acc[1][2 * h + 1]) * quant::dev::e4m3_decode(sr[1]);
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          float& x = v[i >> 1][i & 1];
+          x += __shfl_xor_sync(0xffffffffu, x, 1);
+          x += __shfl_xor_sync(0xffffffffu, x, 2);
+        }
+        // lane t stores row g + 8(t & 1) of tile t >> 1
+        const int rs = warp * BR + 16 * (t >> 1) + g + 8 * (t & 1), r = k * SW + rs;
+        if (r < rows) {
+          const int hl = cuda_util::div_small(r, P), pp = r - hl * P;
+          const float ts = *reinterpret_cast<const float*>(sg + SW * (ROWB + srb) + 16 * cuda_util::div_small(rs, P));
+          const float av = (t >> 1 ? (t & 1 ? v[1][1] : v[1][0]) : (t & 1 ? v[0][1] : v[0][0])) * ts * cus;
+          float yv = fmaf(av, dec[hl], hist[r]);
+          if (p.z) yv = silu_gate(yv, Traits<AD>::load(zs[hl * Pp + pp]));
+          st_act<AD>(p.y, b * p.y_b + int64_t(bp.h0 + hl) * p.y_h + pp, yv);
+        }
+        __syncthreads();  // stage st consumed: refill it with sweep k + NST
+        if (tid == 0 && k + NST < nsw) {
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+          issue_sweep(k + NST, st);
+        }
+        continue;
+      }
       const int r0 = k * SW + warp * BR;
       // the lane's vectors of the sweep; row u·RPL of the warp's batch is
       // u·RPL·ROWB further (rows past the block's read stale stage bytes:
