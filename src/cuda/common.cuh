@@ -273,8 +273,15 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1,
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+// The power of two σ that brings a vector of largest magnitude m to
+// [2^13, 2^14) before f16x2_split (σ = 140 − e for m ∈ [2^(e−127),
+// 2^(e−126))); 0 for a zero or non-finite m.
+__device__ __forceinline__ int f16_split_exp(float m) {
+  const int e = int(__float_as_uint(m) >> 23) & 255;
+  return e == 0 || e == 255 ? 0 : min(140 - e, 126);
+}
 // (x0, x1) ≈ hi + lo as two f16x2 registers (~22 bits of each value; the
-// caller scales x below 2^15 and away from f16's subnormals).
+// caller scales x below 2^15 and away from f16's subnormals: f16_split_exp).
 __device__ __forceinline__ void f16x2_split(float x0, float x1, uint32_t& hi, uint32_t& lo) {
   const __half2 h = __floats2half2_rn(x0, x1);
   const float2 hf = __half22float2(h);

@@ -187,12 +187,7 @@ __device__ __forceinline__ void fp8_tc_operands(const float* uqp, const float* u
     mq = fmaxf(mq, __shfl_xor_sync(0xffffffffu, mq, of));
     mk = fmaxf(mk, __shfl_xor_sync(0xffffffffu, mk, of));
   }
-  // σ = 140 − e for m ∈ [2^(e−127), 2^(e−126)); 0 for a zero or non-finite m
-  auto sigma = [](float m) {
-    const int e = int(__float_as_uint(m) >> 23) & 255;
-    return e == 0 || e == 255 ? 0 : min(140 - e, 126);
-  };
-  const int sq = sigma(mq), sk = sigma(mk);
+  const int sq = cuda_util::f16_split_exp(mq), sk = cuda_util::f16_split_exp(mk);
   const bool vk = g & 1, on = live && (g >> 1) == t;
   const float* const u = (vk ? ukp : uqp) + 32 * t;
   const float sc = quant::dev::exp2i(vk ? sk : sq);

@@ -481,8 +481,9 @@ __global__ void __launch_bounds__(P1_WARPS * 32, P1_MIN_BLOCKS) delta_prep1_kern
 
 // Whether a consumer warp releases a stage as soon as its rows are in
 // registers (one EMPTY arrival per warp) rather than after the consumers'
-// barrier at the end of the sweep: all but nvfp4 copies, which measured no
-// faster so (perf_notes_delta.md v42).
+// barrier at the end of the sweep: all but nvfp4 copies on CUDA cores, which
+// measured no faster so (perf_notes_delta.md v42); on tensor cores (R1P_TC
+// below) every copy's warps do.
 template <int QF>
 inline constexpr bool R1P_EARLY_RELEASE = QF != QF_NVFP4;
 // the GDN packed copies' sweeps on tensor cores (at V = 128): fp8
@@ -532,7 +533,7 @@ __global__ void __launch_bounds__(r1p_threads(r1p_warps(KDA, int(sizeof(typename
     for (int i = 0; i < R1P_MAX_STAGES; ++i) cuda_util::mbar_init(FULL + i, a.lanes_copy ? 32 : 1);
     // EMPTY: one arrival per consumer warp once its rows are in registers
     // (EARLY or TC, below), else one after the consumers' barrier; the rest: one
-    const bool early = R1P_EARLY_RELEASE<QF> || (QF == QF_NVFP4 && tc);
+    const bool early = R1P_EARLY_RELEASE<QF> || tc;
     for (int i = R1P_MAX_STAGES; i < 2 * R1P_MAX_STAGES + 3 * NB; ++i)
       cuda_util::mbar_init(FULL + i, early && i < 2 * R1P_MAX_STAGES ? CW : 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");

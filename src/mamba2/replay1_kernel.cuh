@@ -576,9 +576,7 @@ mamba2_replay1_kernel(const Params p) {
       for (int e = lane; e < R1_N; e += 32) mc = fmaxf(mc, fabsf(Traits<AD>::load(Cs[e])));
 #pragma unroll
       for (int of = 16; of >= 1; of /= 2) mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, of));
-      // σ = 140 − e for max |C| ∈ [2^(e−127), 2^(e−126)): [2^13, 2^14) after it
-      const int ex = int(__float_as_uint(mc) >> 23) & 255;
-      const int sg = ex == 0 || ex == 255 ? 0 : min(140 - ex, 126);
+      const int sg = cuda_util::f16_split_exp(mc);
       const float sc = quant::dev::exp2i(sg);
       cus = 16384.f * quant::dev::exp2i(-sg);
       const bool on = (g >> 1) == t, lo = g & 1;
