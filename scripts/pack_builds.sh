@@ -22,6 +22,13 @@ for spec in "$@"; do
   label=${spec%%=*} dir=${spec#*=}
   [[ $label =~ ^[A-Za-z0-9._-]+$ && $label != "$spec" ]] || { echo "bad build '$spec' (LABEL=DIR)" >&2; exit 2; }
   [[ -x $dir/replayssm ]] || { echo "no $dir/replayssm" >&2; exit 2; }
+  # A Ninja build folder must know every object's headers: an object whose
+  # dependencies ninja lost (#deps 0) is not rebuilt when a header changes,
+  # and the build then mixes old and new kernels (t60: five delta objects).
+  if [[ -f $dir/build.ninja ]]; then
+    stale=$(ninja -C "$dir" -t deps 2>/dev/null | grep -E '\.cu\.o: #deps 0' || true)
+    [[ -z $stale ]] || { echo "$dir: objects without header dependencies (delete them and rebuild):" >&2; echo "$stale" >&2; exit 2; }
+  fi
   mkdir -p "$tmp/$label"
   cp "$dir/replayssm" "$tmp/$label/"
   if [[ -x $dir/replayssm_gpu_tests && " ${CLI_ONLY:-} " != *" $label "* ]]; then
