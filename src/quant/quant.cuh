@@ -4,8 +4,8 @@
 //
 // FP8 E4M3 uses the sm_89+ hardware conversions (cvt.rn.satfinite.e4m3x2.f32,
 // cvt.rn.f16x2.e4m3x2) through cuda_fp8.h. Hopper has no FP4 instructions:
-// E2M1 encodes by a branch-free midpoint count and decodes by moving the
-// nibble's bits into an f16 (value · 2^-14, exact), no lookup table.
+// E2M1 encodes by one fma that rounds to the grid index (e2m1_encode) and
+// decodes by moving the nibble's bits into an f16 (value · 2^-14, exact), no lookup table.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
