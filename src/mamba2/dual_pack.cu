@@ -181,8 +181,8 @@ __device__ __forceinline__ float group_max(float v, int width) {
   for (int o = width >> 1; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-__device__ __forceinline__ int group_and(int v, int width) {
-  for (int o = width >> 1; o > 0; o >>= 1) v &= __shfl_xor_sync(0xffffffffu, v, o);
+__device__ __forceinline__ uint32_t group_umax(uint32_t v, int width) {
+  for (int o = width >> 1; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
@@ -608,22 +608,16 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
 #pragma unroll
         for (int i = 0; i < RT_MAX; ++i) {
           if (i >= rts) break;  // block-uniform (the shuffles need every lane)
-          float a = 0.f;
-          int finite = 1;
+          // the block's largest |v| as bits; bits >= 0x7f800000: a NaN or Inf
+          uint32_t um = 0u;
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float q = quant::dev::finite_abs(v[i][e]);
-            finite &= q >= 0.f ? 1 : 0;
-            a = fmaxf(a, q);
-          }
-          a = group_max(a, 4);
-          finite = group_and(finite, 4);
+          for (int e = 0; e < 4; ++e) um = max(um, __float_as_uint(v[i][e]) & 0x7fffffffu);
+          um = group_umax(um, 4);
           uint8_t sc = 0x7F;  // a NaN or Inf poisons its block: scale NaN, codes 0
           uint32_t w = 0u;
-          if (finite) {
-            sc = t > 0.f ? quant::dev::e4m3_encode(__fdiv_rn(a, __fmul_rn(6.f, t))) : uint8_t(0);
-            const float dd = __fmul_rn(quant::dev::e4m3_decode(sc), t);
-            const float rcp = dd > 0.f ? __fdiv_rn(1.f, dd) : 0.f;
+          if (um < 0x7f800000u) {
+            float rcp;
+            sc = quant::dev::nvfp4_block_scale(__uint_as_float(um), t, rcp);
 #pragma unroll
             for (int e = 0; e < 4; ++e) w |= quant::dev::e2m1_encode(__fmul_rn(v[i][e], rcp)) << (4 * e);
           }

@@ -33,24 +33,20 @@ __device__ __forceinline__ float finite_abs(float v) {
 
 // ---- FP8 E4M3 -------------------------------------------------------------
 
-// Two E4M3 codes, lo in bits 0..7. RNE, finite values saturate to ±448;
-// NaN → 0x7F, ±Inf → 0x7F | sign. Magnitudes below 2^-11 become ±0 before
-// the hardware conversion, so its handling of fp32 subnormals never matters.
+// Two E4M3 codes of finite values, lo in bits 0..7: RNE, saturating to
+// ±448, magnitudes below 2^-10 (fp32 subnormals included) to ±0 with their
+// sign. The hardware conversion alone (cvt.rn.satfinite.e4m3x2.f32). Its
+// result equals, on every fp32 bit pattern, that of the form with a guard
+// that sent |v| < 2^-11 to ±0 first (QuantGpuExhaustive, all 2^32 inputs).
+__device__ __forceinline__ uint32_t e4m3x2_encode_finite(float lo, float hi) {
+  return __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
+}
+// Any two values: as e4m3x2_encode_finite, then NaN → 0x7F, ±Inf → 0x7F | sign.
 __device__ __forceinline__ uint32_t e4m3x2_encode(float lo, float hi) {
-  lo = fabsf(lo) < 0x1p-11f ? copysignf(0.f, lo) : lo;
-  hi = fabsf(hi) < 0x1p-11f ? copysignf(0.f, hi) : hi;
-  uint32_t c = __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
+  uint32_t c = e4m3x2_encode_finite(lo, hi);
   if (!isfinite(lo)) c = (c & 0xFF00u) | (isinf(lo) && lo < 0.f ? 0xFFu : 0x7Fu);
   if (!isfinite(hi)) c = (c & 0x00FFu) | ((isinf(hi) && hi < 0.f ? 0xFFu : 0x7Fu) << 8);
   return c;
-}
-// e4m3x2_encode of two finite values: the same codes without the NaN / Inf
-// fix-ups (its first lines repeated: e4m3x2_encode calling this one changed
-// the machine code of every kernel that encodes FP8).
-__device__ __forceinline__ uint32_t e4m3x2_encode_finite(float lo, float hi) {
-  lo = fabsf(lo) < 0x1p-11f ? copysignf(0.f, lo) : lo;
-  hi = fabsf(hi) < 0x1p-11f ? copysignf(0.f, hi) : hi;
-  return __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
 }
 __device__ __forceinline__ uint8_t e4m3_encode(float v) { return uint8_t(e4m3x2_encode(v, 0.f)); }
 
@@ -197,7 +193,8 @@ __device__ __forceinline__ float nvfp4_tensor_scale(float amax) {
 // values have amax ab, and rcp = 1/(s·t) (0 when s·t is 0), the factor its
 // values take before E2M1 rounding.
 __device__ __forceinline__ uint8_t nvfp4_block_scale(float ab, float t, float& rcp) {
-  const uint8_t s = t > 0.f ? e4m3_encode(__fdiv_rn(ab, __fmul_rn(6.f, t))) : uint8_t(0);
+  // ab <= the tile's amax = 2688·t, so ab / (6t) is finite (<= 448 after rounding)
+  const uint8_t s = t > 0.f ? uint8_t(e4m3x2_encode_finite(__fdiv_rn(ab, __fmul_rn(6.f, t)), 0.f)) : uint8_t(0);
   const float d = __fmul_rn(e4m3_decode(s), t);
   rcp = d > 0.f ? __fdiv_rn(1.f, d) : 0.f;
   return s;

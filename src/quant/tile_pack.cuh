@@ -104,16 +104,22 @@ __device__ __forceinline__ void pack_row_quad(const float (&v)[32], int64_t r, i
   } else if constexpr (F == ReadFormat::fp8_e4m3) {
 #pragma unroll
     for (int b = 0; b < K / 32; ++b) {  // 32-value block b: c = 2b, 2b + 1
-      float amax = 0.f, lo = 0.f;       // lo < 0: a NaN or Inf in the block
+      // the largest |v| as bits (non-negative floats order as integers); a
+      // lane with a NaN or Inf (bits >= 0x7f800000) takes its finite values'
+      // maximum and the encoder with the NaN / Inf fix-ups
+      uint32_t um = 0u;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float a = finite_abs(v[8 * b + i]);
-        amax = fmaxf(amax, a);
-        lo = fminf(lo, a);
+      for (int i = 0; i < 8; ++i) um = max(um, __float_as_uint(v[8 * b + i]) & 0x7fffffffu);
+      const bool fin = um < 0x7f800000u;
+      float amax = __uint_as_float(um);
+      if (!fin) {
+        amax = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) amax = fmaxf(amax, finite_abs(v[8 * b + i]));
       }
       const int k = fp8_block_exp(quad_max(amax));
-      const float m = exp2i(-k);
-      if (-quad_max(-lo) >= 0.f) {  // finite block: the codes without the NaN / Inf fix-ups
+      const float m = fp8_block_mul(k);
+      if (fin) {
 #pragma unroll
         for (int c = 2 * b; c < 2 * b + 2; ++c)
           *reinterpret_cast<uint32_t*>(tile + r * K + 16 * c + 4 * t4) =
@@ -131,20 +137,17 @@ __device__ __forceinline__ void pack_row_quad(const float (&v)[32], int64_t r, i
   } else {
 #pragma unroll
     for (int c = 0; c < K / 16; ++c) {  // 16-value block c
-      float ab = 0.f, lo = 0.f;         // lo < 0: a NaN or Inf in the block
+      // the block's largest |v| as bits; bits >= 0x7f800000: a NaN or Inf
+      uint32_t um = 0u;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float a = finite_abs(v[4 * c + e]);
-        ab = fmaxf(ab, a);
-        lo = fminf(lo, a);
-      }
-      ab = quad_max(ab);
-      lo = -quad_max(-lo);
+      for (int e = 0; e < 4; ++e) um = max(um, __float_as_uint(v[4 * c + e]) & 0x7fffffffu);
+      um = max(um, __shfl_xor_sync(0xffffffffu, um, 1));
+      um = max(um, __shfl_xor_sync(0xffffffffu, um, 2));
       uint32_t nib = 0;
       uint8_t s = 0x7F;
-      if (lo >= 0.f) {
+      if (um < 0x7f800000u) {
         float rcp;
-        s = nvfp4_block_scale(ab, t, rcp);
+        s = nvfp4_block_scale(__uint_as_float(um), t, rcp);
 #pragma unroll
         for (int e = 0; e < 4; ++e) nib |= e2m1_encode(__fmul_rn(v[4 * c + e], rcp)) << (4 * e);
       }
