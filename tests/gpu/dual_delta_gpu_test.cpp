@@ -594,6 +594,27 @@ TEST(DualDeltaGpu, FoldKeysSharedAcrossValueHeads) {
   }
 }
 
+// KDA's tensor-core fold has no keys to share, but a block still loops over
+// its value heads (the launcher's rule gives several from B = 264 at 132
+// SMs, which no other test reaches): forced to 1, 2 and 3 heads per block
+// (3 of 8 heads: a short last block), KDA 8 heads at batch 3 (a pad row),
+// L = 4 (all formats, checkpoints bit-identical across them) and L = 18
+// (two chunks per fold), against the cpu backend.
+TEST(DualDeltaGpu, KdaFoldHeadsPerBlockMatchCpu) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const Cfg c{DeltaFamily::kda, 8, 8, 128, 128};
+  uint32_t seed = 1300;
+  for (int hpb : {1, 2, 3}) {
+    FoldHpb forced(hpb);
+    SCOPED_TRACE(name(c) + " heads per fold block " + std::to_string(hpb));
+    formats_agree(c, 4, 9, seed++, 3, 2 * 2);
+    if (::testing::Test::HasFailure()) return;
+    const RunResult r = run(c, ReadFormat::fp8_e4m3, 18, 1, 20, seed++);
+    if (::testing::Test::HasFailure()) return;
+    EXPECT_EQ(r.flushes, 2);
+  }
+}
+
 // The fold's heads per block (no GPU needed): HV·rows / (32 per SM), and
 // for the GDN tensor-core fold whole key heads (a multiple of G) or an
 // aligned part of one (a divisor of G). 132 SMs: GDN HV64 (G = 4) 2 at
