@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -579,11 +580,11 @@ TEST(DualDeltaGpu, LongRingsFoldInChunks) {
 struct FoldHpb : ScopedEnv {
   explicit FoldHpb(int h) : ScopedEnv("REPLAYSSM_FOLD_HPB", std::to_string(h)) {}
 };
-TEST(DualDeltaGpu, FoldKeysSharedAcrossValueHeads) {
-  RSSM_SKIP_WITHOUT_GPU();
-  const Cfg c{DeltaFamily::gdn, 16, 64, 128, 128};
-  uint32_t seed = 1200;
-  for (int hpb : {1, 2, 3, 4, 8}) {
+// c's dual steps with the fold's heads per block forced to each of hpbs: at
+// batch 3, L = 4 (all formats, checkpoints bit-identical across them) and
+// L = 18, against the cpu backend.
+void fold_heads_per_block_cases(const Cfg& c, std::initializer_list<int> hpbs, uint32_t seed) {
+  for (int hpb : hpbs) {
     FoldHpb forced(hpb);
     SCOPED_TRACE(name(c) + " heads per fold block " + std::to_string(hpb));
     formats_agree(c, 4, 9, seed++, 3, 2 * 2);
@@ -592,6 +593,10 @@ TEST(DualDeltaGpu, FoldKeysSharedAcrossValueHeads) {
     if (::testing::Test::HasFailure()) return;
     EXPECT_EQ(r.flushes, 2);
   }
+}
+TEST(DualDeltaGpu, FoldKeysSharedAcrossValueHeads) {
+  RSSM_SKIP_WITHOUT_GPU();
+  fold_heads_per_block_cases(Cfg{DeltaFamily::gdn, 16, 64, 128, 128}, {1, 2, 3, 4, 8}, 1200);
 }
 
 // KDA's tensor-core fold has no keys to share, but a block still loops over
@@ -602,17 +607,7 @@ TEST(DualDeltaGpu, FoldKeysSharedAcrossValueHeads) {
 // (two chunks per fold), against the cpu backend.
 TEST(DualDeltaGpu, KdaFoldHeadsPerBlockMatchCpu) {
   RSSM_SKIP_WITHOUT_GPU();
-  const Cfg c{DeltaFamily::kda, 8, 8, 128, 128};
-  uint32_t seed = 1300;
-  for (int hpb : {1, 2, 3}) {
-    FoldHpb forced(hpb);
-    SCOPED_TRACE(name(c) + " heads per fold block " + std::to_string(hpb));
-    formats_agree(c, 4, 9, seed++, 3, 2 * 2);
-    if (::testing::Test::HasFailure()) return;
-    const RunResult r = run(c, ReadFormat::fp8_e4m3, 18, 1, 20, seed++);
-    if (::testing::Test::HasFailure()) return;
-    EXPECT_EQ(r.flushes, 2);
-  }
+  fold_heads_per_block_cases(Cfg{DeltaFamily::kda, 8, 8, 128, 128}, {1, 2, 3}, 1300);
 }
 
 // The fold's heads per block (no GPU needed): HV·rows / (32 per SM), and
