@@ -177,11 +177,10 @@ __device__ float block_max(float v, float* red) {
   return v;
 }
 
-__device__ __forceinline__ float group_max(float v, int width) {
-  for (int o = width >> 1; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ uint32_t group_umax(uint32_t v, int width) {
+// Maximum over aligned groups of `width` lanes (float, or the uint32 bits of
+// non-negative floats).
+template <class T>
+__device__ __forceinline__ T group_max(T v, int width) {
   for (int o = width >> 1; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
@@ -612,7 +611,7 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
           uint32_t um = 0u;
 #pragma unroll
           for (int e = 0; e < 4; ++e) um = max(um, __float_as_uint(v[i][e]) & 0x7fffffffu);
-          um = group_umax(um, 4);
+          um = group_max(um, 4);
           uint8_t sc = 0x7F;  // a NaN or Inf poisons its block: scale NaN, codes 0
           uint32_t w = 0u;
           if (um < 0x7f800000u) {

@@ -90,9 +90,9 @@ template <ReadFormat F>
 __device__ __forceinline__ void pack_row_quad(const float (&v)[32], int64_t r, int t4, uint8_t* tile,
                                               const TileGeom& g, float t) {
   constexpr int K = 128;
-  auto quad_max = [](float x) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+  auto quad_max = [](auto x) {  // float, or the uint32 bits of non-negative floats
+    x = max(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return max(x, __shfl_xor_sync(0xffffffffu, x, 2));
   };
   if constexpr (F == ReadFormat::bf16 || F == ReadFormat::f16) {
     auto enc = [](float x) { return uint32_t(F == ReadFormat::bf16 ? bf16_encode(x) : f16_encode(x)); };
@@ -141,8 +141,7 @@ __device__ __forceinline__ void pack_row_quad(const float (&v)[32], int64_t r, i
       uint32_t um = 0u;
 #pragma unroll
       for (int e = 0; e < 4; ++e) um = max(um, __float_as_uint(v[4 * c + e]) & 0x7fffffffu);
-      um = max(um, __shfl_xor_sync(0xffffffffu, um, 1));
-      um = max(um, __shfl_xor_sync(0xffffffffu, um, 2));
+      um = quad_max(um);
       uint32_t nib = 0;
       uint8_t s = 0x7F;
       if (um < 0x7f800000u) {
