@@ -1013,7 +1013,8 @@ void run_dual_fold(const char* fn, int op, const DeltaPool& pool, const QuantLay
   const bool mma = mma_rows_fit(a.st, int64_t(dtype_size(pool.state.dtype)), d) && mma_smem <= DUAL_FOLD_MMA_SMEM_CAP;
   if (mma) smem = mma_smem;
   // (REPLAYSSM_FOLD_HPB overrides the heads per block, for measurements)
-  const int hpb = dual_fold_heads_per_block(d.HV, d.HV / d.H, n, sm_count(), mma && !is_kda(d));
+  const int hpb = dual_fold_heads_per_block(d.HV, d.HV / d.H, n, sm_count(), mma && !is_kda(d),
+                                                mma && is_kda(d));
   a.hpb = int(std::clamp<int64_t>(env_int("REPLAYSSM_FOLD_HPB", hpb), 1, d.HV));
   const Launch l = launch_of(fn, unsigned((d.HV + a.hpb - 1) / a.hpb), unsigned(n), 1, DUAL_THREADS, smem, exec);
   if (mma) {

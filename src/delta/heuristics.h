@@ -384,10 +384,17 @@ inline constexpr int R1P_KDA_RESULT_BUFFERS = 4;
 // state row: it needs warps in flight): HV·rows / (32 per SM). The GDN
 // tensor-core fold (`share_keys`) makes a key head's keys once per block
 // for its value heads, so its blocks hold whole key heads (a multiple of G)
-// or an aligned part of one (a divisor of G).
-inline int dual_fold_heads_per_block(int64_t HV, int64_t G, int64_t rows, int sm_count, bool share_keys) {
+// or an aligned part of one (a divisor of G). KDA's tensor-core fold
+// (`kda_mma`) takes 2 where the ratio is 1.5 to 2 (B ≈ 198–263 for 32
+// heads at 132 SMs): on an H100 at B = 256, L = 16 (t60,
+// bench/results/2026-12-07_h100_t60_kda_fold_hpb.jsonl) dual fp8 240.3–240.7
+// → 233.3–233.9 µs, nvfp4 copies even; at B = 64 / 128 one head stays best
+// and at B = 512 two and three (the rule) are even.
+inline int dual_fold_heads_per_block(int64_t HV, int64_t G, int64_t rows, int sm_count, bool share_keys,
+                                     bool kda_mma = false) {
   const int64_t want = 32 * int64_t(std::max(sm_count, 1));
   int64_t h = std::clamp<int64_t>(HV * rows / want, 1, HV);
+  if (kda_mma && HV >= 2 && h == 1 && 2 * HV * rows >= 3 * want) h = 2;
   if (share_keys && G > 1) {
     if (h >= G) {
       h = h / G * G;

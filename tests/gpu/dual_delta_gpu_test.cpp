@@ -600,7 +600,7 @@ TEST(DualDeltaGpu, FoldKeysSharedAcrossValueHeads) {
 }
 
 // KDA's tensor-core fold has no keys to share, but a block still loops over
-// its value heads (the launcher's rule gives several from B = 264 at 132
+// its value heads (the launcher's rule gives several from B = 198 at 132
 // SMs, which no other test reaches): forced to 1, 2 and 3 heads per block
 // (3 of 8 heads: a short last block), KDA 8 heads at batch 3 (a pad row),
 // L = 4 (all formats, checkpoints bit-identical across them) and L = 18
@@ -615,7 +615,7 @@ TEST(DualDeltaGpu, KdaFoldHeadsPerBlockMatchCpu) {
 // aligned part of one (a divisor of G). 132 SMs: GDN HV64 (G = 4) 2 at
 // B = 256 (3.9 → 2), 4 at B = 512 (7.8 → 4), 1 below B = 66, 12 at
 // B = 1024; GDN HV32 (G = 2) 1 at B = 256 (1.9); KDA (no sharing) 3 at
-// B = 512.
+// B = 512, and on tensor cores 2 from B = 198 (ratio 1.5).
 TEST(DualDeltaGpu, FoldHeadsPerBlockRule) {
   using delta::cuda_impl::dual_fold_heads_per_block;
   for (const auto& [B, want] : {std::pair<int64_t, int>{40, 1}, {66, 1}, {132, 2}, {256, 2}, {512, 4}, {1024, 12}})
@@ -624,6 +624,13 @@ TEST(DualDeltaGpu, FoldHeadsPerBlockRule) {
   EXPECT_EQ(dual_fold_heads_per_block(32, 2, 256, 132, true), 1);
   EXPECT_EQ(dual_fold_heads_per_block(32, 2, 512, 132, true), 2);
   EXPECT_EQ(dual_fold_heads_per_block(32, 1, 512, 132, true), 3);
+  // KDA's tensor-core fold: 2 for a ratio of 1.5 to 2 (B = 198 … 263 of 32
+  // heads at 132 SMs), the plain rule outside it; its CUDA-core fold keeps 1.
+  for (const auto& [B, want] : {std::pair<int64_t, int>{64, 1}, {197, 1}, {198, 2}, {256, 2}, {263, 2}, {264, 2},
+                                {396, 3}, {512, 3}})
+    EXPECT_EQ(dual_fold_heads_per_block(32, 1, B, 132, false, true), want) << B;
+  EXPECT_EQ(dual_fold_heads_per_block(32, 1, 256, 132, false, false), 1);
+  EXPECT_EQ(dual_fold_heads_per_block(1, 1, 256, 132, false, true), 1);
 }
 
 // (e) speculative windows with random acceptances.
