@@ -608,10 +608,7 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
         for (int i = 0; i < RT_MAX; ++i) {
           if (i >= rts) break;  // block-uniform (the shuffles need every lane)
           // the block's largest |v| as bits; bits >= 0x7f800000: a NaN or Inf
-          uint32_t um = 0u;
-#pragma unroll
-          for (int e = 0; e < 4; ++e) um = max(um, __float_as_uint(v[i][e]) & 0x7fffffffu);
-          um = group_max(um, 4);
+          const uint32_t um = group_max(quant::dev::abs_bits_max<4>(v[i]), 4);
           uint8_t sc = 0x7F;  // a NaN or Inf poisons its block: scale NaN, codes 0
           uint32_t w = 0u;
           if (um < 0x7f800000u) {
@@ -649,9 +646,7 @@ __global__ void __launch_bounds__(KERNEL_THREADS, PACK_BLOCKS_PER_SM) mamba2_dua
             if (fp8) {
               // the largest |v| as bits (non-negative floats order as integers);
               // a NaN or Inf among the four (bits >= 0x7f800000) takes the slow path
-              uint32_t um = 0u;
-#pragma unroll
-              for (int e = 0; e < 4; ++e) um = max(um, __float_as_uint(v[i][e]) & 0x7fffffffu);
+              const uint32_t um = quant::dev::abs_bits_max<4>(v[i]);
               const bool fin = um < 0x7f800000u;
               float a = __uint_as_float(um);
               if (!fin) {

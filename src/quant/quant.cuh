@@ -31,6 +31,18 @@ __device__ __forceinline__ float finite_abs(float v) {
   return a <= F32_MAX ? a : -1.f;
 }
 
+// The largest |x[i]| of N values as bits (non-negative floats order as
+// integers, so an integer max); a result >= 0x7f800000 means a NaN or an
+// Inf among them. For values in registers (x indexed by constants once
+// unrolled).
+template <int N>
+__device__ __forceinline__ uint32_t abs_bits_max(const float* x) {
+  uint32_t um = 0u;
+#pragma unroll
+  for (int i = 0; i < N; ++i) um = max(um, __float_as_uint(x[i]) & 0x7fffffffu);
+  return um;
+}
+
 // ---- FP8 E4M3 -------------------------------------------------------------
 
 // Two E4M3 codes of finite values, lo in bits 0..7: RNE, saturating to

@@ -107,9 +107,7 @@ __device__ __forceinline__ void pack_row_quad(const float (&v)[32], int64_t r, i
       // the largest |v| as bits (non-negative floats order as integers); a
       // lane with a NaN or Inf (bits >= 0x7f800000) takes its finite values'
       // maximum and the encoder with the NaN / Inf fix-ups
-      uint32_t um = 0u;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) um = max(um, __float_as_uint(v[8 * b + i]) & 0x7fffffffu);
+      const uint32_t um = abs_bits_max<8>(v + 8 * b);
       const bool fin = um < 0x7f800000u;
       float amax = __uint_as_float(um);
       if (!fin) {
@@ -138,10 +136,7 @@ __device__ __forceinline__ void pack_row_quad(const float (&v)[32], int64_t r, i
 #pragma unroll
     for (int c = 0; c < K / 16; ++c) {  // 16-value block c
       // the block's largest |v| as bits; bits >= 0x7f800000: a NaN or Inf
-      uint32_t um = 0u;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) um = max(um, __float_as_uint(v[4 * c + e]) & 0x7fffffffu);
-      um = quad_max(um);
+      const uint32_t um = quad_max(abs_bits_max<4>(v + 4 * c));
       uint32_t nib = 0;
       uint8_t s = 0x7F;
       if (um < 0x7f800000u) {
