@@ -277,17 +277,10 @@ __device__ __forceinline__ void nv4_tc_load(const char* sg, int ra, int rb, int 
   x.m = 16384.f * *reinterpret_cast<const float*>(sc + nrows * srb);
 }
 __device__ __forceinline__ void nv4_tc_mma(const Nv4TcRows& x, const Fp8TcB& o, float (&dh)[2][4], float (&dl)[2][4]) {
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    uint32_t pa[4], pb[4];
-    quant::dev::e2m1x8_to_f16x2_pairs(x.wa[j], pa);
-    quant::dev::e2m1x8_to_f16x2_pairs(x.wb[j], pb);
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      cuda_util::mma_f16(dh[j >> 1], pa[2 * s], pb[2 * s], pa[2 * s + 1], pb[2 * s + 1], o.bh[2 * j + s][0], o.bh[2 * j + s][1]);
-      cuda_util::mma_f16(dl[j >> 1], pa[2 * s], pb[2 * s], pa[2 * s + 1], pb[2 * s + 1], o.bl[2 * j + s][0], o.bl[2 * j + s][1]);
-    }
-  }
+  quant::dev::e2m1_tc_ksteps(x.wa, x.wb, [&](int j, int s, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) {
+    cuda_util::mma_f16(dh[j >> 1], a0, a1, a2, a3, o.bh[2 * j + s][0], o.bh[2 * j + s][1]);
+    cuda_util::mma_f16(dl[j >> 1], a0, a1, a2, a3, o.bl[2 * j + s][0], o.bl[2 * j + s][1]);
+  });
 }
 // the rows' sums as fp8_tc_sums: lanes t = 0 / 2 get row g / g + 8's (aq, ak)
 __device__ __forceinline__ void nv4_tc_sums(const float (&dh)[2][4], const float (&dl)[2][4], const Nv4TcRows& x,

@@ -626,16 +626,9 @@ mamba2_replay1_kernel(const Params p) {
           const uint4 wb = *reinterpret_cast<const uint4*>(sg + (ra + 8) * ROWB + 16 * t);
           const uint32_t xa[4] = {wa.x, wa.y, wa.z, wa.w}, xb[4] = {wb.x, wb.y, wb.z, wb.w};
           float acc[2][4] = {};
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            uint32_t pa[4], pb[4];
-            quant::dev::e2m1x8_to_f16x2_pairs(xa[j], pa);
-            quant::dev::e2m1x8_to_f16x2_pairs(xb[j], pb);
-#pragma unroll
-            for (int s2 = 0; s2 < 2; ++s2)
-              cuda_util::mma_f16(acc[j >> 1], pa[2 * s2], pb[2 * s2], pa[2 * s2 + 1], pb[2 * s2 + 1], cb[2 * j + s2][0],
-                                 cb[2 * j + s2][1]);
-          }
+          quant::dev::e2m1_tc_ksteps(xa, xb, [&](int j, int s2, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) {
+            cuda_util::mma_f16(acc[j >> 1], a0, a1, a2, a3, cb[2 * j + s2][0], cb[2 * j + s2][1]);
+          });
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const uint8_t* const sr = scl + (ra + 8 * h) * srb + 2 * t;

@@ -161,6 +161,25 @@ __device__ __forceinline__ void e2m1x8_to_f16x2_pairs(uint32_t w, uint32_t (&p)[
   }
 }
 
+// The k-steps of an nvfp4 sweep on tensor cores (m16n8k16 f16): words
+// wa[j], wb[j] of a lane's 16 code bytes of a 16-row tile's rows g and
+// g + 8 make the pairs above, and k-step 2j + s takes the A fragment
+// {pa[2s], pb[2s], pa[2s + 1], pb[2s + 1]} (columns 2t, 2t + 1 from value
+// 2s's pairs, 2t + 8, 2t + 9 from value 2s + 1's); step(j, s, a0, a1, a2, a3)
+// issues the k-step's products (the GDN and Mamba-2 streams, with their own
+// B operands and accumulators).
+template <class Step>
+__device__ __forceinline__ void e2m1_tc_ksteps(const uint32_t (&wa)[4], const uint32_t (&wb)[4], Step&& step) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t pa[4], pb[4];
+    e2m1x8_to_f16x2_pairs(wa[j], pa);
+    e2m1x8_to_f16x2_pairs(wb[j], pb);
+#pragma unroll
+    for (int s = 0; s < 2; ++s) step(j, s, pa[2 * s], pb[2 * s], pa[2 * s + 1], pb[2 * s + 1]);
+  }
+}
+
 // Exact E2M1 values of the eight nibbles of a word (nibble i → y[i]).
 __device__ __forceinline__ void e2m1x8_decode(uint32_t w, float (&y)[8]) {
   __half2 h[4];
