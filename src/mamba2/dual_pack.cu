@@ -45,6 +45,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "cuda/runtime.h"
 #include "mamba2/launchers.cuh"
 #include "mamba2/replay_kernel.cuh"
 #include "quant/backend.h"
@@ -762,7 +763,10 @@ void launch_dual_pack(const char* fn, const Params& p, const Tensor& read_copy, 
                  "the dual-precision pack stages the records of a tile (" + std::to_string(smem) +
                      " bytes of shared memory), the device offers " + std::to_string(smem_optin));
   // One wave of resident blocks; they walk the items of the rows that pack.
-  const int per_sm = int(std::clamp<int64_t>(smem_per_sm / (smem + 1024), 1, PACK_BLOCKS_PER_SM));
+  // (REPLAYSSM_M2_PACK_BPS caps the blocks per SM, for measurements: at 1
+  // the step's replay blocks share the SMs with the pack)
+  const int cap = std::clamp(cuda_util::env_int("REPLAYSSM_M2_PACK_BPS", PACK_BLOCKS_PER_SM), 1, PACK_BLOCKS_PER_SM);
+  const int per_sm = int(std::clamp<int64_t>(smem_per_sm / (smem + 1024), 1, cap));
   const unsigned grid = unsigned(std::clamp<int64_t>(p.B * p.H * d.g.rt, 1, int64_t(per_sm) * sms));
   switch (state) {
     case DType::f32: return run_pack<DType::f32>(d, grid, size_t(smem), stream, fn);
