@@ -21,6 +21,9 @@
 # ENVS: runtime variants of every build, ';'-separated LABEL:VAR=VALUE[,VAR=VALUE]
 # entries (e.g. "pf0:REPLAYSSM_M2_PF=0;pf132:REPLAYSSM_M2_PF=132"); each
 # variant's rows carry `commit` BUILD:LABEL and alternate like builds.
+# ENVS replaces the builds' default runs: for a default column beside the
+# variants give an empty first entry (ENVS=";h1:REPLAYSSM_FOLD_HPB=1", rows
+# `commit` BUILD), as t61-call1 did not.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 2
