@@ -389,7 +389,9 @@ inline constexpr int R1P_KDA_RESULT_BUFFERS = 4;
 // heads at 132 SMs): on an H100 at B = 256, L = 16 (t60,
 // bench/results/2026-12-07_h100_t60_kda_fold_hpb.jsonl) dual fp8 240.3–240.7
 // → 233.3–233.9 µs, nvfp4 copies even; at B = 64 / 128 one head stays best
-// and at B = 512 two and three (the rule) are even.
+// and at B = 512 two and three (the rule) are even. t61 (an H100, same
+// call, …_h100_t61_rows.jsonl / …_knobs.jsonl): the rule's 2 at B = 256 fp8
+// 231.7 µs against 239.0–240.6 forced to 1.
 inline int dual_fold_heads_per_block(int64_t HV, int64_t G, int64_t rows, int sm_count, bool share_keys,
                                      bool kda_mma = false) {
   const int64_t want = 32 * int64_t(std::max(sm_count, 1));
