@@ -244,6 +244,18 @@ inline int replay1_sweep_prefetch(int64_t blocks, int T, bool dual, int state_si
   return blocks >= min_blocks_per_sm * std::max(sms, 1) ? 1 : 0;
 }
 
+// The fold of a flushing block in replay1_kernel.cuh's T > 1 stream
+// (Params::fold_tc): on tensor cores (m16n8k8 tf32, the fold weights split
+// hi + lo as the stream's own products split the state) rather than as the
+// FMA stream, ~16 records × 32 values per lane, that the dual pack and the
+// T = 1 kernels keep. Single-precision steps only (a dual step's flush is
+// the pack's). override >= 0 (REPLAYSSM_M2_FOLD_TC, measurements and tests):
+// 0 the FMA stream, otherwise tensor cores.
+inline bool replay1_fold_tc(int T, bool dual, int override_mode = -1) {
+  if (T <= 1 || dual) return false;
+  return override_mode != 0;
+}
+
 // Prefill holds each row's running state in registers for the whole prompt:
 // one row per row group (U = 1), so a block owns exactly one pass of rows.
 inline Tile prefill_tile(int64_t rows, int64_t H, int64_t G, int64_t P, const RowGeometry& g) {

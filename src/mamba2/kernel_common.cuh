@@ -92,6 +92,10 @@ struct Params {
   // into a stage it also prefetches sweep k + t1_l2pf into L2 (0: none;
   // heuristics.h replay1_sweep_prefetch)
   int t1_l2pf = 0;
+  // replay1_kernel.cuh, T > 1: a flushing block folds its records on tensor
+  // cores (m16n8k8 tf32, fold weights split hi + lo) instead of the FMA
+  // stream (heuristics.h replay1_fold_tc)
+  bool fold_tc = false;
 };
 
 // ---------------------------------------------------------------------------

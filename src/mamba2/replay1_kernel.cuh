@@ -124,6 +124,7 @@ using cuda_util::mbar_arrive_expect_tx;
 using cuda_util::mbar_init;
 using cuda_util::mbar_wait;
 using cuda_util::mma_tf32;
+using cuda_util::mma_tf32x3;
 using cuda_util::mma_tf32x3_apart;
 using cuda_util::tf32_split;
 using cuda_util::ld4;
@@ -822,7 +823,60 @@ mamba2_replay1_kernel(const Params p) {
         for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int c = 0; c < 4; ++c) ld4<SD>(sb + ((tr + g + 8 * h) * R1_N + col0 + 16 * c) * int(sizeof(st_t)), f[h] + 4 * c);
-        if (flush) {  // fold as the FMA stream: fdec·S_0, then fmaf(w_j, B_j, f), records in order
+        if (flush && p.fold_tc) {
+          // fold on tensor cores: f = fdec·S_0, then f += W·B over the
+          // records, W[r][j] = fw_j·x_j[r] (the weights the FMA stream forms,
+          // the same fp32 product) and B[j][·] the record's B_j, as m16n8k8
+          // tf32 products, eight records per k-step (records past n: W = B =
+          // 0). W is split hi + lo (tf32_split), fp32 B too; bf16 / f16 B is
+          // exact in tf32. n-tile (c, s2) takes the columns kh·64 + 16c +
+          // 4·(i >> 1) + 2·s2 + (i & 1) for its n index i, so that lane (g, t4)'s
+          // accumulators are exactly f[h][4c + 2·s2 + {0, 1}] (rows g, g + 8)
+          // and its B values those of column i = g.
+          const float fd = fdec[hlt];
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int e = 0; e < 16; ++e) f[h][e] *= fd;
+          const float* const fwh = fw + hlt * L;
+          const at_t* const xg = xh + hlt * Pp + ppt + g;  // record 0, row g (row g + 8: +8)
+          const at_t* const bg = Bh + kh * 64 + 4 * (g >> 1) + (g & 1);  // record 0, n-tile (0, 0)
+          const int xstep = NH * Pp;                                     // between records in xh
+          for (int j0 = 0; j0 < n; j0 += 8) {
+            const int ja = j0 + t4, jc = ja + 4;  // this lane's k = t4, t4 + 4
+            const bool va = ja < n, vc = jc < n;
+            const float wa = va ? fwh[ja] : 0.f, wc = vc ? fwh[jc] : 0.f;
+            const float w[4] = {va ? wa * Traits<AD>::load(xg[ja * xstep]) : 0.f,
+                                va ? wa * Traits<AD>::load(xg[ja * xstep + 8]) : 0.f,
+                                vc ? wc * Traits<AD>::load(xg[jc * xstep]) : 0.f,
+                                vc ? wc * Traits<AD>::load(xg[jc * xstep + 8]) : 0.f};
+            uint32_t ah[4], al[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) tf32_split<true>(w[i], ah[i], al[i]);
+            const at_t* const ba = bg + ja * R1_N, *const bc = bg + jc * R1_N;
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+#pragma unroll
+              for (int s2 = 0; s2 < 2; ++s2) {
+                uint32_t b0h, b0l, b1h, b1l;
+                tf32_split<SPLIT_B>(va ? Traits<AD>::load(ba[16 * c + 2 * s2]) : 0.f, b0h, b0l);
+                tf32_split<SPLIT_B>(vc ? Traits<AD>::load(bc[16 * c + 2 * s2]) : 0.f, b1h, b1l);
+                float acc[4] = {f[0][4 * c + 2 * s2], f[0][4 * c + 2 * s2 + 1], f[1][4 * c + 2 * s2],
+                                f[1][4 * c + 2 * s2 + 1]};
+                mma_tf32x3<true, SPLIT_B>(acc, ah, al, b0h, b1h, b0l, b1l);
+                f[0][4 * c + 2 * s2] = acc[0];
+                f[0][4 * c + 2 * s2 + 1] = acc[1];
+                f[1][4 * c + 2 * s2] = acc[2];
+                f[1][4 * c + 2 * s2 + 1] = acc[3];
+              }
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = k * SW + tr + g + 8 * h;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) st4<SD>(r < rows ? row_ptr(r) + col0 + 16 * c : nullptr, f[h] + 4 * c);
+          }
+        } else if (flush) {  // fold as the FMA stream: fdec·S_0, then fmaf(w_j, B_j, f), records in order
           // row h's fold weights fw[hl][j] and records x_j[hl][pp], walked by
           // pointer (one add per record instead of the index products)
           const float* fwr[2];

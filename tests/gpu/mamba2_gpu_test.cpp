@@ -689,6 +689,55 @@ TEST(Mamba2Gpu, ReplayPrefetchAhead) {
   }
 }
 
+// The fold of a flushing T > 1 block (heuristics.h replay1_fold_tc): on
+// tensor cores by default, as the FMA stream with REPLAYSSM_M2_FOLD_TC=0,
+// each against the fp64 reference: fp32 states with bf16 and fp32
+// activations (fp32 B_j split hi + lo as well) and bf16 states, T = 2, 5, 8
+// on H64 at L = 8 (folds of 1 to 8 records: one k-step, records past the
+// count zeroed), and T = 8 at L = 32 on 40 rows of H128 (folds of up to 32
+// records: four k-steps; several heads per block). Prints each fold's
+// largest output error.
+TEST(Mamba2Gpu, SpecFoldTensorCores) {
+  RSSM_SKIP_WITHOUT_GPU();
+  const Dtypes ds[] = {{DType::f32, DType::bf16, DType::f32}, {DType::f32, DType::f32, DType::f32},
+                       {DType::bf16, DType::bf16, DType::bf16}};
+  for (const char* v : {"1", "0"}) {
+    ScopedEnv fold("REPLAYSSM_M2_FOLD_TC", v);
+    const std::string how = std::string(*v == '1' ? "tensor-core" : "FMA-stream") + " fold ";
+    int item = 0;
+    for (const Dtypes& d : ds) {
+      for (int64_t T : {2, 5, 8}) {
+        std::mt19937 rng(211 + item++);
+        const std::string what = how + name(d) + " T=" + std::to_string(T);
+        const double e = replay_run(rng, Shape{64, 64, 128, 8}, d, 12, what, 3, T);
+        std::printf("  %s: max output error %.3g (tol %.3g)\n", what.c_str(), e, tol(d.state, d.act));
+      }
+      std::mt19937 rng(211 + item++);
+      const Shape s{128, 64, 128, 8};
+      std::vector<int64_t> rows;
+      for (int64_t b = 0; b < 40; ++b) rows.push_back(b == 1 ? -1 : b * 7 % 41);
+      Pool pool(rng, 41, s, d, 32, 8);
+      const std::string what = how + name(d) + " L=32 T=8 40 rows";
+      const double e = replay_steps(rng, pool, rows, s, d, 16, what, 8, Exec{Backend::cpu});
+      std::printf("  %s: max output error %.3g against the cpu backend\n", what.c_str(), e);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+// replay1_fold_tc (no GPU): tensor cores for single-precision T > 1 steps
+// only; the override chooses between the two folds there and nowhere else.
+TEST(Mamba2Gpu, SpecFoldTensorCoresRule) {
+  EXPECT_FALSE(mamba2::replay1_fold_tc(1, false));
+  EXPECT_TRUE(mamba2::replay1_fold_tc(2, false));
+  EXPECT_TRUE(mamba2::replay1_fold_tc(8, false));
+  EXPECT_FALSE(mamba2::replay1_fold_tc(5, true));
+  EXPECT_FALSE(mamba2::replay1_fold_tc(5, false, 0));
+  EXPECT_TRUE(mamba2::replay1_fold_tc(5, false, 1));
+  EXPECT_FALSE(mamba2::replay1_fold_tc(1, false, 1));
+  EXPECT_FALSE(mamba2::replay1_fold_tc(5, true, 1));
+}
+
 // A short speculative run through the tensor-core stream, small enough for
 // compute-sanitizer (memcheck and racecheck: the partial-sum buffer reuses
 // shared memory the earlier phases read): {4, 48, 128, 2}, T = 5, 3 rows.
