@@ -840,7 +840,31 @@ mamba2_replay1_kernel(const Params p) {
             for (int e = 0; e < 16; ++e) f[h][e] *= fd;
           const float* const fwh = fw + hlt * L;
           const at_t* const xg = xh + hlt * Pp + ppt + g;  // record 0, row g (row g + 8: +8)
-          const at_t* const bg = Bh + kh * 64 + 4 * (g >> 1) + (g & 1);  // record 0, n-tile (0, 0)
+          // record 0's four columns kh·64 + 4·(g >> 1) + 16c … + 3 (8- or
+          // 16-byte aligned): lane g takes the (g & 1)-th and the one two
+          // further, the columns of n index g in n-tiles (c, 0) and (c, 1)
+          const at_t* const bg = Bh + kh * 64 + 4 * (g >> 1);
+          const bool odd = g & 1;
+          auto bpair = [&](const at_t* q, bool v, float& b0, float& b1) {
+            b0 = b1 = 0.f;
+            if (!v) return;
+            if constexpr (AD == DType::f32) {
+              const float4 w = *reinterpret_cast<const float4*>(q);
+              b0 = odd ? w.y : w.x;
+              b1 = odd ? w.w : w.z;
+            } else {
+              const uint2 w = *reinterpret_cast<const uint2*>(q);
+              if constexpr (AD == DType::bf16) {
+                const int sh = odd ? 0 : 16;  // the value's bf16 bits to the high half
+                b0 = __uint_as_float((w.x << sh) & 0xffff0000u);
+                b1 = __uint_as_float((w.y << sh) & 0xffff0000u);
+              } else {
+                const int sh = odd ? 16 : 0;
+                b0 = __half2float(__ushort_as_half(static_cast<unsigned short>(w.x >> sh)));
+                b1 = __half2float(__ushort_as_half(static_cast<unsigned short>(w.y >> sh)));
+              }
+            }
+          };
           const int xstep = NH * Pp;                                     // between records in xh
           for (int j0 = 0; j0 < n; j0 += 8) {
             const int ja = j0 + t4, jc = ja + 4;  // this lane's k = t4, t4 + 4
@@ -855,12 +879,15 @@ mamba2_replay1_kernel(const Params p) {
             for (int i = 0; i < 4; ++i) tf32_split<true>(w[i], ah[i], al[i]);
             const at_t* const ba = bg + ja * R1_N, *const bc = bg + jc * R1_N;
 #pragma unroll
-            for (int c = 0; c < 4; ++c)
+            for (int c = 0; c < 4; ++c) {
+              float bv[2][2];  // [k = t4, t4 + 4][s2]
+              bpair(ba + 16 * c, va, bv[0][0], bv[0][1]);
+              bpair(bc + 16 * c, vc, bv[1][0], bv[1][1]);
 #pragma unroll
               for (int s2 = 0; s2 < 2; ++s2) {
                 uint32_t b0h, b0l, b1h, b1l;
-                tf32_split<SPLIT_B>(va ? Traits<AD>::load(ba[16 * c + 2 * s2]) : 0.f, b0h, b0l);
-                tf32_split<SPLIT_B>(vc ? Traits<AD>::load(bc[16 * c + 2 * s2]) : 0.f, b1h, b1l);
+                tf32_split<SPLIT_B>(bv[0][s2], b0h, b0l);
+                tf32_split<SPLIT_B>(bv[1][s2], b1h, b1l);
                 float acc[4] = {f[0][4 * c + 2 * s2], f[0][4 * c + 2 * s2 + 1], f[1][4 * c + 2 * s2],
                                 f[1][4 * c + 2 * s2 + 1]};
                 mma_tf32x3<true, SPLIT_B>(acc, ah, al, b0h, b1h, b0l, b1l);
@@ -869,6 +896,7 @@ mamba2_replay1_kernel(const Params p) {
                 f[1][4 * c + 2 * s2] = acc[2];
                 f[1][4 * c + 2 * s2 + 1] = acc[3];
               }
+            }
           }
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
