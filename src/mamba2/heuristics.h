@@ -249,8 +249,14 @@ inline int replay1_sweep_prefetch(int64_t blocks, int T, bool dual, int state_si
 // hi + lo as the stream's own products split the state) rather than as the
 // FMA stream, ~16 records × 32 values per lane, that the dual pack and the
 // T = 1 kernels keep. Single-precision steps only (a dual step's flush is
-// the pack's). override >= 0 (REPLAYSSM_M2_FOLD_TC, measurements and tests):
-// 0 the FMA stream, otherwise tensor cores.
+// the pack's). Measured on an H100 at H128·P64·N128, L = 16 (docs/
+// perf_notes_mamba2.md, "the T > 1 fold on tensor cores", µs, FMA stream →
+// tensor cores, same call): bf16 states T = 5 B = 64 / 256 / 512 139.9 →
+// 128.6, 470.9–471.3 → 445.5–445.7, 915.6 → 867.6; T = 8 B = 256 713.8–714.5
+// → 690.1–690.5; fp32 T = 5 B = 64 / 256 165.2 → 159.8, 555.4–557.0 →
+// 549.4–549.6; fp32 T = 8 B = 256 / 512 even (651.3–652.2, 1264.3 / 1266.7).
+// override >= 0 (REPLAYSSM_M2_FOLD_TC, measurements and tests): 0 the FMA
+// stream, otherwise tensor cores.
 inline bool replay1_fold_tc(int T, bool dual, int override_mode = -1) {
   if (T <= 1 || dual) return false;
   return override_mode != 0;

@@ -32,8 +32,10 @@
 //     row in registers (fdec·S_0 + Σ_j fw_j x_j[p] B_j, B_j converted from
 //     the staged records), rounds it, writes it once and reads it out as
 //     stored; the lane holding a row's sum writes y = dec·(S·C_t) + hist,
-//     gated. T > 1: the same fold and outputs, S·[C_1 … C_T] on tensor cores
-//     (the MMA branch of phase 4 describes the fragments).
+//     gated. T > 1: the same outputs, S·[C_1 … C_T] on tensor cores (the
+//     MMA branch of phase 4 describes the fragments), and the fold there
+//     too (Params::fold_tc: W·B as tf32 products on the same accumulators;
+//     otherwise the FMA stream).
 // Dual precision (p.dual): the state is a bf16 / f16 read copy, or (QF, T = 1)
 // a packed fp8 / nvfp4 one; a flushing row is folded and re-packed by the
 // pack kernel, which this launch overlaps as its programmatic dependent: the
