@@ -437,8 +437,8 @@ TEST(DualMamba2Gpu, SpeculativeRandomAcceptances) {
 // both fold as the FMA stream: every T = 1 fold, and T > 1 folds with
 // REPLAYSSM_M2_FOLD_TC=0. By default a single-precision T > 1 step folds on
 // tensor cores (heuristics.h replay1_fold_tc), another rounding of the same
-// sums: within fp32 tolerance of the dual checkpoint (the dual pool's flushes
-// are the pack's, the FMA stream).
+// sums: within the state dtype's tolerance of the dual checkpoint (the dual
+// pool's flushes are the pack's, the FMA stream).
 TEST(DualMamba2Gpu, CheckpointBitIdenticalAcrossFormats) {
   RSSM_SKIP_WITHOUT_GPU();
   for (const Shape& s : {ODD, Shape{96, 80, 128, 8}})
