@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <random>
 #include <string>
@@ -225,6 +224,7 @@ void expect_row_zero(const HostTensor& y, int64_t row, const std::string& what) 
 
 struct RunResult {
   std::vector<uint8_t> gpu_state;
+  std::vector<double> gpu_values;  // the same checkpoint widened (HostTensor::to_f64)
   int flushes = 0;
   double worst = 0;
 };
@@ -288,7 +288,9 @@ RunResult run(const Shape& s, DType sd, DType act, std::optional<ReadFormat> fmt
     prevT = T;
   }
   rig.expect_match(tol, what + " end");
-  res.gpu_state = dual_test::all_bytes(rig.dev_host(0));
+  const HostTensor state = rig.dev_host(0);
+  res.gpu_state = dual_test::all_bytes(state);
+  res.gpu_values = state.to_f64();
   return res;
 }
 
@@ -455,19 +457,7 @@ TEST(DualMamba2Gpu, CheckpointBitIdenticalAcrossFormats) {
         EXPECT_EQ(base.gpu_state, single.gpu_state) << what << ": dual checkpoint != single-precision checkpoint";
         if (Ts.size() > 1) {
           const RunResult tc = run(s, sd, DType::bf16, std::nullopt, 303, 20, L, Ts);
-          auto values = [sd](const std::vector<uint8_t>& v) {  // the bytes as fp32 / bf16 values
-            const size_t es = dtype_size(sd);
-            std::vector<double> x(v.size() / es);
-            for (size_t i = 0; i < x.size(); ++i) {
-              uint32_t u = 0;  // a bf16 value is the high half of an fp32 one
-              std::memcpy(reinterpret_cast<char*>(&u) + (4 - es), v.data() + i * es, es);
-              float f;
-              std::memcpy(&f, &u, 4);
-              x[i] = f;
-            }
-            return x;
-          };
-          EXPECT_LE(rel_err(values(tc.gpu_state), values(base.gpu_state)), tolerance(sd))
+          EXPECT_LE(rel_err(tc.gpu_values, base.gpu_values), tolerance(sd))
               << what << ": tensor-core fold's checkpoint vs the dual pool's";
         }
         for (ReadFormat f : {ReadFormat::f16, ReadFormat::fp8_e4m3, ReadFormat::nvfp4}) {
