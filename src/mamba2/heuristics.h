@@ -244,12 +244,14 @@ inline int replay1_sweep_prefetch(int64_t blocks, int T, bool dual, int state_si
   return blocks >= min_blocks_per_sm * std::max(sms, 1) ? 1 : 0;
 }
 
-// The fold of a flushing block in replay1_kernel.cuh's T > 1 stream
-// (Params::fold_tc): on tensor cores (m16n8k8 tf32, the fold weights split
-// hi + lo as the stream's own products split the state) rather than as the
-// FMA stream, ~16 records × 32 values per lane, that the dual pack and the
-// T = 1 kernels keep. Single-precision steps only (a dual step's flush is
-// the pack's). Measured on an H100 at H128·P64·N128, L = 16 (docs/
+// The fold of a flushing block in replay1_kernel.cuh (Params::fold_tc): on
+// tensor cores (m16n8k8 tf32, the fold weights split hi + lo as the T > 1
+// stream's own products split the state; fold_tile_tc) rather than as the
+// FMA stream, ~16 records × 32 values per lane, that the dual pack, the
+// eager steps and the slot operations keep. T > 1 folds on the registers
+// of its sweeps; T = 1 folds each sweep in place in its stage before the
+// stream reads it. Single-precision steps only (a dual step's flush is the
+// pack's). T > 1 measured on an H100 at H128·P64·N128, L = 16 (docs/
 // perf_notes_mamba2.md, "the T > 1 fold on tensor cores", µs, FMA stream →
 // tensor cores, same call): bf16 states T = 5 B = 64 / 256 / 512 139.9 →
 // 128.6, 470.9–471.3 → 445.5–445.7, 915.6 → 867.6; T = 8 B = 256 713.8–714.5
@@ -258,7 +260,7 @@ inline int replay1_sweep_prefetch(int64_t blocks, int T, bool dual, int state_si
 // override >= 0 (REPLAYSSM_M2_FOLD_TC, measurements and tests): 0 the FMA
 // stream, otherwise tensor cores.
 inline bool replay1_fold_tc(int T, bool dual, int override_mode = -1) {
-  if (T <= 1 || dual) return false;
+  if (T < 1 || dual) return false;
   return override_mode != 0;
 }
 

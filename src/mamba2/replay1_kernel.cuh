@@ -210,6 +210,86 @@ __device__ __forceinline__ void ahead_records(const Params& p, const AheadRow& a
 }
 
 // QF (QF_FP8 / QF_NVFP4, T = 1): the state is a packed read copy (dual pools).
+// The fold of a flushing block's 16 × 64 tile on tensor cores
+// (Params::fold_tc), in the m16n8k8 accumulator layout of phase 4's T > 1
+// sweeps: lane (g, t4) holds rows g, g + 8 (f[0], f[1]) of the tile at
+// columns kh·64 + 4·t4 + 16c + e (f[h][4c + e]). f = fd·S_0, then f += W·B
+// over the n records, W[r][j] = fw_j·x_j[r] (the same fp32 product as the
+// FMA stream's weights) and B[j][·] the record's B_j, as tf32 products,
+// eight records per k-step (records past n: W = B = 0). W is split hi + lo
+// (tf32_split), fp32 B too; bf16 / f16 B is exact in tf32. n-tile (c, s2)
+// takes the columns kh·64 + 16c + 4·(i >> 1) + 2·s2 + (i & 1) for its n
+// index i, so that the lane's accumulators are exactly f[h][4c + 2·s2 +
+// {0, 1}] and its B operand is column i = g: two of the four values one 8-
+// or 16-byte load of columns kh·64 + 4·(g >> 1) + 16c … + 3 gives.
+// Per row h (g, g + 8), of its own head: fd[h] its fold decay, fwh[h] its
+// fold weights, xr[h] record 0's x at the row (record j at + j·xstep); bg:
+// record 0's B_j at column kh·64 + 4·(g >> 1) (record j at + j·R1_N).
+template <DType AD>
+__device__ __forceinline__ void fold_tile_tc(float (&f)[2][16], const float (&fd)[2], const float* const (&fwh)[2],
+                                             const typename Traits<AD>::type* const (&xr)[2], int xstep,
+                                             const typename Traits<AD>::type* bg, int n, int lane) {
+  using at_t = typename Traits<AD>::type;
+  constexpr bool SPLIT_B = AD == DType::f32;
+  const int t4 = lane & 3;
+  const bool odd = (lane >> 2) & 1;
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int e = 0; e < 16; ++e) f[h][e] *= fd[h];
+  auto bpair = [&](const at_t* q, bool v, float& b0, float& b1) {
+    b0 = b1 = 0.f;
+    if (!v) return;
+    if constexpr (AD == DType::f32) {
+      const float4 w = *reinterpret_cast<const float4*>(q);
+      b0 = odd ? w.y : w.x;
+      b1 = odd ? w.w : w.z;
+    } else {
+      const uint2 w = *reinterpret_cast<const uint2*>(q);
+      if constexpr (AD == DType::bf16) {
+        const int sh = odd ? 0 : 16;  // the value's bf16 bits to the high half
+        b0 = __uint_as_float((w.x << sh) & 0xffff0000u);
+        b1 = __uint_as_float((w.y << sh) & 0xffff0000u);
+      } else {
+        const int sh = odd ? 16 : 0;
+        b0 = __half2float(__ushort_as_half(static_cast<unsigned short>(w.x >> sh)));
+        b1 = __half2float(__ushort_as_half(static_cast<unsigned short>(w.y >> sh)));
+      }
+    }
+  };
+  for (int j0 = 0; j0 < n; j0 += 8) {
+    const int ja = j0 + t4, jc = ja + 4;  // this lane's k = t4, t4 + 4
+    const bool va = ja < n, vc = jc < n;
+    // a0 / a1: rows g / g + 8 at k = t4; a2 / a3: at k = t4 + 4
+    const float w[4] = {va ? fwh[0][ja] * Traits<AD>::load(xr[0][ja * xstep]) : 0.f,
+                        va ? fwh[1][ja] * Traits<AD>::load(xr[1][ja * xstep]) : 0.f,
+                        vc ? fwh[0][jc] * Traits<AD>::load(xr[0][jc * xstep]) : 0.f,
+                        vc ? fwh[1][jc] * Traits<AD>::load(xr[1][jc * xstep]) : 0.f};
+    uint32_t ah[4], al[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) tf32_split<true>(w[i], ah[i], al[i]);
+    const at_t* const ba = bg + ja * R1_N, *const bc = bg + jc * R1_N;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      float bv[2][2];  // [k = t4, t4 + 4][s2]
+      bpair(ba + 16 * c, va, bv[0][0], bv[0][1]);
+      bpair(bc + 16 * c, vc, bv[1][0], bv[1][1]);
+#pragma unroll
+      for (int s2 = 0; s2 < 2; ++s2) {
+        uint32_t b0h, b0l, b1h, b1l;
+        tf32_split<SPLIT_B>(bv[0][s2], b0h, b0l);
+        tf32_split<SPLIT_B>(bv[1][s2], b1h, b1l);
+        float acc[4] = {f[0][4 * c + 2 * s2], f[0][4 * c + 2 * s2 + 1], f[1][4 * c + 2 * s2], f[1][4 * c + 2 * s2 + 1]};
+        mma_tf32x3<true, SPLIT_B>(acc, ah, al, b0h, b1h, b0l, b1l);
+        f[0][4 * c + 2 * s2] = acc[0];
+        f[0][4 * c + 2 * s2 + 1] = acc[1];
+        f[1][4 * c + 2 * s2] = acc[2];
+        f[1][4 * c + 2 * s2 + 1] = acc[3];
+      }
+    }
+  }
+}
+
 template <DType SD, DType AD, bool MMA, int QF = QF_NONE>
 __global__ void __launch_bounds__(KERNEL_THREADS, R1_BLOCKS_PER_SM)
 mamba2_replay1_kernel(const Params p) {
@@ -614,9 +694,56 @@ mamba2_replay1_kernel(const Params p) {
     const int er0 = warp * BR + (lr / (LPR / RB)) * RPL + sub;
     int ehl = er0 / P, epp = er0 - ehl * P;
     int64_t eyo = b * p.y_b + int64_t(bp.h0 + ehl) * p.y_h + epp;
+    const bool fold_tc = !QB && flush && p.fold_tc;
     for (int k = 0; k < nsw; ++k, stc.next(NST)) {
       const int st = stc.slot;
       mbar_wait(bar + st, stc.phase);
+      if constexpr (!QB) if (fold_tc) {
+        // a flush on tensor cores: the sweep's rows folded in place in the
+        // stage, 16 × 64 tiles in the T > 1 sweeps' layout (warp w: tiles
+        // (w & 3) + 4u of column half w >> 2; fold_tile_tc), rounded, written
+        // to the checkpoint and back into the stage, which the stream below
+        // then reads as stored (tiles wholly past the block's rows: nothing;
+        // a tile past them in part: its weights clamped, its rows stored to
+        // the stage only)
+        const int g = lane >> 2, kh = warp >> 2, wq = warp & 3, col0 = kh * 64 + 4 * (lane & 3);
+        st_t* const sb = reinterpret_cast<st_t*>(stage + st * SWB);
+#pragma unroll
+        for (int u = 0; u < SW / 64; ++u) {
+          const int tr = (wq + 4 * u) * 16, r0 = k * SW + tr;  // the tile's first row in the sweep, the block
+          if (r0 >= rows) break;                               // warp-uniform
+          // rows g, g + 8: their heads and positions (P need not be a multiple of 16 here)
+          int hl[2], pp[2];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = min(r0 + g + 8 * h, rows - 1);
+            hl[h] = cuda_util::div_small(r, P);
+            pp[h] = r - hl[h] * P;
+          }
+          const float fd[2] = {fdec[hl[0]], fdec[hl[1]]};
+          const float* const fwh[2] = {fw + hl[0] * L, fw + hl[1] * L};
+          const at_t* const xr[2] = {xh + hl[0] * Pp + pp[0], xh + hl[1] * Pp + pp[1]};
+          float f[2][16];  // rows g, g + 8
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+              ld4<SD>(reinterpret_cast<const char*>(sb + (tr + g + 8 * h) * R1_N + col0 + 16 * c), f[h] + 4 * c);
+          fold_tile_tc<AD>(f, fd, fwh, xr, NH * Pp, Bh + kh * 64 + 4 * (g >> 1), n, lane);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = r0 + g + 8 * h;  // rows past the block's (a partial tile): the stage only
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+              st4<SD>(r < rows ? row_ptr(r) + col0 + 16 * c : nullptr, f[h] + 4 * c);  // rounds f to the state dtype
+              st4<SD>(sb + (tr + g + 8 * h) * R1_N + col0 + 16 * c, f[h] + 4 * c);
+            }
+          }
+        }
+        // the stage's generic writes before its next bulk refill (async proxy)
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();  // the folded stage, read below in the stream's layout
+      }
       if constexpr (TC) {
         const int g = lane >> 2, t = lane & 3, srb = int(p.q_srb);
         const char* const sg = stage + st * SWB;
@@ -693,7 +820,7 @@ mamba2_replay1_kernel(const Params p) {
             widen<SD>(*reinterpret_cast<const uint4*>(sk + (g0 + u) * RPL * ROWB), f[u]);
           }
         }
-        if constexpr (!QB) if (flush) {
+        if constexpr (!QB) if (flush && !fold_tc) {
           int hl[FG], pp[FG];
   #pragma unroll
           for (int u = 0; u < FG; ++u) {
@@ -825,81 +952,11 @@ mamba2_replay1_kernel(const Params p) {
         for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int c = 0; c < 4; ++c) ld4<SD>(sb + ((tr + g + 8 * h) * R1_N + col0 + 16 * c) * int(sizeof(st_t)), f[h] + 4 * c);
-        if (flush && p.fold_tc) {
-          // fold on tensor cores: f = fdec·S_0, then f += W·B over the
-          // records, W[r][j] = fw_j·x_j[r] (the weights the FMA stream forms,
-          // the same fp32 product) and B[j][·] the record's B_j, as m16n8k8
-          // tf32 products, eight records per k-step (records past n: W = B =
-          // 0). W is split hi + lo (tf32_split), fp32 B too; bf16 / f16 B is
-          // exact in tf32. n-tile (c, s2) takes the columns kh·64 + 16c +
-          // 4·(i >> 1) + 2·s2 + (i & 1) for its n index i, so that lane (g, t4)'s
-          // accumulators are exactly f[h][4c + 2·s2 + {0, 1}] (rows g, g + 8)
-          // and its B values those of column i = g.
-          const float fd = fdec[hlt];
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int e = 0; e < 16; ++e) f[h][e] *= fd;
-          const float* const fwh = fw + hlt * L;
-          const at_t* const xg = xh + hlt * Pp + ppt + g;  // record 0, row g (row g + 8: +8)
-          // record 0's four columns kh·64 + 4·(g >> 1) + 16c … + 3 (8- or
-          // 16-byte aligned): lane g takes the (g & 1)-th and the one two
-          // further, the columns of n index g in n-tiles (c, 0) and (c, 1)
-          const at_t* const bg = Bh + kh * 64 + 4 * (g >> 1);
-          const bool odd = g & 1;
-          auto bpair = [&](const at_t* q, bool v, float& b0, float& b1) {
-            b0 = b1 = 0.f;
-            if (!v) return;
-            if constexpr (AD == DType::f32) {
-              const float4 w = *reinterpret_cast<const float4*>(q);
-              b0 = odd ? w.y : w.x;
-              b1 = odd ? w.w : w.z;
-            } else {
-              const uint2 w = *reinterpret_cast<const uint2*>(q);
-              if constexpr (AD == DType::bf16) {
-                const int sh = odd ? 0 : 16;  // the value's bf16 bits to the high half
-                b0 = __uint_as_float((w.x << sh) & 0xffff0000u);
-                b1 = __uint_as_float((w.y << sh) & 0xffff0000u);
-              } else {
-                const int sh = odd ? 16 : 0;
-                b0 = __half2float(__ushort_as_half(static_cast<unsigned short>(w.x >> sh)));
-                b1 = __half2float(__ushort_as_half(static_cast<unsigned short>(w.y >> sh)));
-              }
-            }
-          };
-          const int xstep = NH * Pp;                                     // between records in xh
-          for (int j0 = 0; j0 < n; j0 += 8) {
-            const int ja = j0 + t4, jc = ja + 4;  // this lane's k = t4, t4 + 4
-            const bool va = ja < n, vc = jc < n;
-            const float wa = va ? fwh[ja] : 0.f, wc = vc ? fwh[jc] : 0.f;
-            const float w[4] = {va ? wa * Traits<AD>::load(xg[ja * xstep]) : 0.f,
-                                va ? wa * Traits<AD>::load(xg[ja * xstep + 8]) : 0.f,
-                                vc ? wc * Traits<AD>::load(xg[jc * xstep]) : 0.f,
-                                vc ? wc * Traits<AD>::load(xg[jc * xstep + 8]) : 0.f};
-            uint32_t ah[4], al[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) tf32_split<true>(w[i], ah[i], al[i]);
-            const at_t* const ba = bg + ja * R1_N, *const bc = bg + jc * R1_N;
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              float bv[2][2];  // [k = t4, t4 + 4][s2]
-              bpair(ba + 16 * c, va, bv[0][0], bv[0][1]);
-              bpair(bc + 16 * c, vc, bv[1][0], bv[1][1]);
-#pragma unroll
-              for (int s2 = 0; s2 < 2; ++s2) {
-                uint32_t b0h, b0l, b1h, b1l;
-                tf32_split<SPLIT_B>(bv[0][s2], b0h, b0l);
-                tf32_split<SPLIT_B>(bv[1][s2], b1h, b1l);
-                float acc[4] = {f[0][4 * c + 2 * s2], f[0][4 * c + 2 * s2 + 1], f[1][4 * c + 2 * s2],
-                                f[1][4 * c + 2 * s2 + 1]};
-                mma_tf32x3<true, SPLIT_B>(acc, ah, al, b0h, b1h, b0l, b1l);
-                f[0][4 * c + 2 * s2] = acc[0];
-                f[0][4 * c + 2 * s2 + 1] = acc[1];
-                f[1][4 * c + 2 * s2] = acc[2];
-                f[1][4 * c + 2 * s2 + 1] = acc[3];
-              }
-            }
-          }
+        if (flush && p.fold_tc) {  // fold on tensor cores (fold_tile_tc), round, write
+          const float fd[2] = {fdec[hlt], fdec[hlt]};
+          const float* const fwh[2] = {fw + hlt * L, fw + hlt * L};
+          const at_t* const xr[2] = {xh + hlt * Pp + ppt + g, xh + hlt * Pp + ppt + g + 8};
+          fold_tile_tc<AD>(f, fd, fwh, xr, NH * Pp, Bh + kh * 64 + 4 * (g >> 1), n, lane);
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int r = k * SW + tr + g + 8 * h;

@@ -436,11 +436,11 @@ TEST(DualMamba2Gpu, SpeculativeRandomAcceptances) {
 
 // §5.5: the checkpoint does not depend on the copy's format, and equals that
 // of a single-precision CUDA pool run on the same inputs, bit for bit, where
-// both fold as the FMA stream: every T = 1 fold, and T > 1 folds with
-// REPLAYSSM_M2_FOLD_TC=0. By default a single-precision T > 1 step folds on
-// tensor cores (heuristics.h replay1_fold_tc), another rounding of the same
-// sums: within the state dtype's tolerance of the dual checkpoint (the dual
-// pool's flushes are the pack's, the FMA stream).
+// both fold as the FMA stream (REPLAYSSM_M2_FOLD_TC=0 for the
+// single-precision pool). By default a single-precision step folds on tensor
+// cores (heuristics.h replay1_fold_tc), another rounding of the same sums:
+// within the state dtype's tolerance of the dual checkpoint (the dual pool's
+// flushes are the pack's, the FMA stream).
 TEST(DualMamba2Gpu, CheckpointBitIdenticalAcrossFormats) {
   RSSM_SKIP_WITHOUT_GPU();
   for (const Shape& s : {ODD, Shape{96, 80, 128, 8}})
@@ -455,7 +455,7 @@ TEST(DualMamba2Gpu, CheckpointBitIdenticalAcrossFormats) {
         const RunResult base = run(s, sd, DType::bf16, ReadFormat::bf16, 303, 20, L, Ts);
         EXPECT_GE(base.flushes, 6) << what;
         EXPECT_EQ(base.gpu_state, single.gpu_state) << what << ": dual checkpoint != single-precision checkpoint";
-        if (Ts.size() > 1) {
+        {
           const RunResult tc = run(s, sd, DType::bf16, std::nullopt, 303, 20, L, Ts);
           EXPECT_LE(rel_err(tc.gpu_values, base.gpu_values), tolerance(sd))
               << what << ": tensor-core fold's checkpoint vs the dual pool's";
