@@ -237,6 +237,8 @@ __device__ __forceinline__ void fold_tile_tc(float (&f)[2][16], const float (&fd
   for (int h = 0; h < 2; ++h)
 #pragma unroll
     for (int e = 0; e < 16; ++e) f[h][e] *= fd[h];
+  // widens only the two values it takes (ld4 of all four and a select: the
+  // bf16-state, f16-activation T = 1 instance 114 → 128 registers)
   auto bpair = [&](const at_t* q, bool v, float& b0, float& b1) {
     b0 = b1 = 0.f;
     if (!v) return;
