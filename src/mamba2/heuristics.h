@@ -250,17 +250,23 @@ inline int replay1_sweep_prefetch(int64_t blocks, int T, bool dual, int state_si
 // FMA stream, ~16 records × 32 values per lane, that the dual pack, the
 // eager steps and the slot operations keep. T > 1 folds on the registers
 // of its sweeps; T = 1 folds each sweep in place in its stage before the
-// stream reads it. Single-precision steps only (a dual step's flush is the
-// pack's). T > 1 measured on an H100 at H128·P64·N128, L = 16 (docs/
-// perf_notes_mamba2.md, "the T > 1 fold on tensor cores", µs, FMA stream →
+// stream reads it, for fp32 states only: with 16-bit states it measured
+// slower than the FMA stream (H100, B = 256 / 512, 247.0 → 249.3 / 452.5 →
+// 455.9 µs; t64, experiments/2026-12-07_t64), and their T = 1 instances do not
+// compile it, so no override selects it there. Single-precision steps only
+// (a dual step's flush is the pack's). T = 1, fp32 states (t64 call 2, two
+// rounds, µs, main → tensor cores): B = 64 / 256 / 512 116.9–117.8 →
+// 115.2–115.4, 411.2–412.3 → 409.8, 799.8–800.0 → 797.1–797.6. T > 1
+// measured on an H100 at H128·P64·N128, L = 16 (docs/perf_notes_mamba2.md,
+// "the T > 1 fold on tensor cores", µs, FMA stream →
 // tensor cores, same call): bf16 states T = 5 B = 64 / 256 / 512 139.9 →
 // 128.6, 470.9–471.3 → 445.5–445.7, 915.6 → 867.6; T = 8 B = 256 713.8–714.5
 // → 690.1–690.5; fp32 T = 5 B = 64 / 256 165.2 → 159.8, 555.4–557.0 →
 // 549.4–549.6; fp32 T = 8 B = 256 / 512 even (651.3–652.2, 1264.3 / 1266.7).
 // override >= 0 (REPLAYSSM_M2_FOLD_TC, measurements and tests): 0 the FMA
-// stream, otherwise tensor cores.
-inline bool replay1_fold_tc(int T, bool dual, int override_mode = -1) {
-  if (T < 1 || dual) return false;
+// stream, otherwise tensor cores (where the instance has them).
+inline bool replay1_fold_tc(int T, bool dual, int state_size, int override_mode = -1) {
+  if (T < 1 || dual || (T == 1 && state_size != 4)) return false;
   return override_mode != 0;
 }
 

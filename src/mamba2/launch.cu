@@ -357,7 +357,7 @@ void launch_replay1_kernel(const char* fn, Params& p, DType state, DType act, co
                             : replay1_sweep_prefetch(t.blocks, int(p.T), p.dual, ss, info.sms,
                                                      cuda_util::device_peak_gbps(),
                                                      cuda_util::env_int("REPLAYSSM_M2_T1_L2PF", -1));
-  p.fold_tc = replay1_fold_tc(int(p.T), p.dual, cuda_util::env_int("REPLAYSSM_M2_FOLD_TC", -1));
+  p.fold_tc = replay1_fold_tc(int(p.T), p.dual, ss, cuda_util::env_int("REPLAYSSM_M2_FOLD_TC", -1));
   LaunchCfg c = config(fn, p, t, p.r1.bytes, exec, 1, info);
   c.dependent = dependent;
   if (qf != QF_NONE)

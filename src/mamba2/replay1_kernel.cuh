@@ -696,7 +696,8 @@ mamba2_replay1_kernel(const Params p) {
     const int er0 = warp * BR + (lr / (LPR / RB)) * RPL + sub;
     int ehl = er0 / P, epp = er0 - ehl * P;
     int64_t eyo = b * p.y_b + int64_t(bp.h0 + ehl) * p.y_h + epp;
-    const bool fold_tc = !QB && flush && p.fold_tc;
+    // (fp32 states only: replay1_fold_tc; 16-bit instances keep the FMA stream's code as it was)
+    const bool fold_tc = !QB && SD == DType::f32 && flush && p.fold_tc;
     for (int k = 0; k < nsw; ++k, stc.next(NST)) {
       const int st = stc.slot;
       mbar_wait(bar + st, stc.phase);
@@ -954,11 +955,85 @@ mamba2_replay1_kernel(const Params p) {
         for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int c = 0; c < 4; ++c) ld4<SD>(sb + ((tr + g + 8 * h) * R1_N + col0 + 16 * c) * int(sizeof(st_t)), f[h] + 4 * c);
-        if (flush && p.fold_tc) {  // fold on tensor cores (fold_tile_tc), round, write
-          const float fd[2] = {fdec[hlt], fdec[hlt]};
-          const float* const fwh[2] = {fw + hlt * L, fw + hlt * L};
-          const at_t* const xr[2] = {xh + hlt * Pp + ppt + g, xh + hlt * Pp + ppt + g + 8};
-          fold_tile_tc<AD>(f, fd, fwh, xr, NH * Pp, Bh + kh * 64 + 4 * (g >> 1), n, lane);
+        if (flush && p.fold_tc) {
+          // fold on tensor cores (fold_tile_tc's k-steps, kept here as they
+          // were: calling fold_tile_tc, or a form of it taking the weights as
+          // a function, changed these instances' registers, and t64 measured
+          // bf16 states at T = 5 0.3–0.5 % slower on an H100):
+          // f = fdec·S_0, then f += W·B over the
+          // records, W[r][j] = fw_j·x_j[r] (the weights the FMA stream forms,
+          // the same fp32 product) and B[j][·] the record's B_j, as m16n8k8
+          // tf32 products, eight records per k-step (records past n: W = B =
+          // 0). W is split hi + lo (tf32_split), fp32 B too; bf16 / f16 B is
+          // exact in tf32. n-tile (c, s2) takes the columns kh·64 + 16c +
+          // 4·(i >> 1) + 2·s2 + (i & 1) for its n index i, so that lane (g, t4)'s
+          // accumulators are exactly f[h][4c + 2·s2 + {0, 1}] (rows g, g + 8)
+          // and its B values those of column i = g.
+          const float fd = fdec[hlt];
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int e = 0; e < 16; ++e) f[h][e] *= fd;
+          const float* const fwh = fw + hlt * L;
+          const at_t* const xg = xh + hlt * Pp + ppt + g;  // record 0, row g (row g + 8: +8)
+          // record 0's four columns kh·64 + 4·(g >> 1) + 16c … + 3 (8- or
+          // 16-byte aligned): lane g takes the (g & 1)-th and the one two
+          // further, the columns of n index g in n-tiles (c, 0) and (c, 1)
+          const at_t* const bg = Bh + kh * 64 + 4 * (g >> 1);
+          const bool odd = g & 1;
+          auto bpair = [&](const at_t* q, bool v, float& b0, float& b1) {
+            b0 = b1 = 0.f;
+            if (!v) return;
+            if constexpr (AD == DType::f32) {
+              const float4 w = *reinterpret_cast<const float4*>(q);
+              b0 = odd ? w.y : w.x;
+              b1 = odd ? w.w : w.z;
+            } else {
+              const uint2 w = *reinterpret_cast<const uint2*>(q);
+              if constexpr (AD == DType::bf16) {
+                const int sh = odd ? 0 : 16;  // the value's bf16 bits to the high half
+                b0 = __uint_as_float((w.x << sh) & 0xffff0000u);
+                b1 = __uint_as_float((w.y << sh) & 0xffff0000u);
+              } else {
+                const int sh = odd ? 16 : 0;
+                b0 = __half2float(__ushort_as_half(static_cast<unsigned short>(w.x >> sh)));
+                b1 = __half2float(__ushort_as_half(static_cast<unsigned short>(w.y >> sh)));
+              }
+            }
+          };
+          const int xstep = NH * Pp;                                     // between records in xh
+          for (int j0 = 0; j0 < n; j0 += 8) {
+            const int ja = j0 + t4, jc = ja + 4;  // this lane's k = t4, t4 + 4
+            const bool va = ja < n, vc = jc < n;
+            const float wa = va ? fwh[ja] : 0.f, wc = vc ? fwh[jc] : 0.f;
+            const float w[4] = {va ? wa * Traits<AD>::load(xg[ja * xstep]) : 0.f,
+                                va ? wa * Traits<AD>::load(xg[ja * xstep + 8]) : 0.f,
+                                vc ? wc * Traits<AD>::load(xg[jc * xstep]) : 0.f,
+                                vc ? wc * Traits<AD>::load(xg[jc * xstep + 8]) : 0.f};
+            uint32_t ah[4], al[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) tf32_split<true>(w[i], ah[i], al[i]);
+            const at_t* const ba = bg + ja * R1_N, *const bc = bg + jc * R1_N;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+              float bv[2][2];  // [k = t4, t4 + 4][s2]
+              bpair(ba + 16 * c, va, bv[0][0], bv[0][1]);
+              bpair(bc + 16 * c, vc, bv[1][0], bv[1][1]);
+#pragma unroll
+              for (int s2 = 0; s2 < 2; ++s2) {
+                uint32_t b0h, b0l, b1h, b1l;
+                tf32_split<SPLIT_B>(bv[0][s2], b0h, b0l);
+                tf32_split<SPLIT_B>(bv[1][s2], b1h, b1l);
+                float acc[4] = {f[0][4 * c + 2 * s2], f[0][4 * c + 2 * s2 + 1], f[1][4 * c + 2 * s2],
+                                f[1][4 * c + 2 * s2 + 1]};
+                mma_tf32x3<true, SPLIT_B>(acc, ah, al, b0h, b1h, b0l, b1l);
+                f[0][4 * c + 2 * s2] = acc[0];
+                f[0][4 * c + 2 * s2 + 1] = acc[1];
+                f[1][4 * c + 2 * s2] = acc[2];
+                f[1][4 * c + 2 * s2 + 1] = acc[3];
+              }
+            }
+          }
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int r = k * SW + tr + g + 8 * h;

@@ -438,7 +438,8 @@ TEST(DualMamba2Gpu, SpeculativeRandomAcceptances) {
 // of a single-precision CUDA pool run on the same inputs, bit for bit, where
 // both fold as the FMA stream (REPLAYSSM_M2_FOLD_TC=0 for the
 // single-precision pool). By default a single-precision step folds on tensor
-// cores (heuristics.h replay1_fold_tc), another rounding of the same sums:
+// cores (heuristics.h replay1_fold_tc; not T = 1 with bf16 states, which
+// keeps the FMA stream), another rounding of the same sums:
 // within the state dtype's tolerance of the dual checkpoint (the dual pool's
 // flushes are the pack's, the FMA stream).
 TEST(DualMamba2Gpu, CheckpointBitIdenticalAcrossFormats) {

@@ -725,45 +725,56 @@ TEST(Mamba2Gpu, SpecFoldTensorCores) {
   }
 }
 
-// The T = 1 fold of a flushing block (heuristics.h replay1_fold_tc): on
-// tensor cores in place in its stage by default, as the FMA stream with
-// REPLAYSSM_M2_FOLD_TC=0, each against the fp64 reference: fp32 states with
-// bf16 and fp32 activations, bf16 and f16 states, at H128·P64·N128 on 72
-// rows (8-head blocks) and at {6, 40, 128, 3} on 5 rows (P = 40: tiles of
-// 16 rows across two heads, and a last tile past the block's rows), L = 4
-// (a flush every fourth step). Prints each fold's largest output error.
+// The T = 1 fold of a flushing block (heuristics.h replay1_fold_tc): with
+// fp32 states on tensor cores in place in its stage by default, as the FMA
+// stream with REPLAYSSM_M2_FOLD_TC=0; 16-bit states have only the FMA stream
+// at T = 1 (their instances do not compile the other), run once. Each
+// against the fp64 reference: fp32 states with bf16 and fp32 activations,
+// bf16 and f16 states, at H128·P64·N128 on 72 rows (8-head blocks) and at
+// {6, 40, 128, 3} on 5 rows (P = 40: tiles of 16 rows across two heads, and
+// a last tile past the block's rows), L = 4 (a flush every fourth step).
+// Prints each fold's largest output error.
 TEST(Mamba2Gpu, ReplayFoldTensorCores) {
   RSSM_SKIP_WITHOUT_GPU();
   const Dtypes ds[] = {{DType::f32, DType::bf16, DType::f32}, {DType::f32, DType::f32, DType::f32},
                        {DType::bf16, DType::bf16, DType::bf16}, {DType::f16, DType::bf16, DType::f32}};
-  for (const char* v : {"1", "0"}) {
-    ScopedEnv fold("REPLAYSSM_M2_FOLD_TC", v);
-    const std::string how = std::string(*v == '1' ? "tensor-core" : "FMA-stream") + " fold ";
+  for (const int mode : {1, 0}) {
+    ScopedEnv fold("REPLAYSSM_M2_FOLD_TC", mode ? "1" : "0");
     int item = 0;
-    for (const Dtypes& d : ds)
+    for (const Dtypes& d : ds) {
+      const int ss = int(dtype_size(d.state));
+      if (mode == 1 && ss != 4) continue;  // the same FMA stream as mode 0
+      const bool tc = mamba2::replay1_fold_tc(1, false, ss, mode);
+      EXPECT_EQ(tc, mode == 1 && ss == 4);
       for (const Shape& s : {Shape{128, 64, 128, 8}, Shape{6, 40, 128, 3}}) {
         std::mt19937 rng(307 + item++);
         const int64_t B = s.H == 128 ? 72 : 5;
-        const std::string what = how + name(d) + " H" + std::to_string(s.H) + " P" + std::to_string(s.P);
+        const std::string what = std::string(tc ? "tensor-core" : "FMA-stream") + " fold " + name(d) + " H" +
+                                 std::to_string(s.H) + " P" + std::to_string(s.P);
         const double e = replay_run(rng, s, d, 9, what, B);
         std::printf("  %s T=1: max output error %.3g (tol %.3g)\n", what.c_str(), e, tol(d.state, d.act));
         if (::testing::Test::HasFailure()) return;
       }
+    }
   }
 }
 
-// replay1_fold_tc (no GPU): tensor cores for every single-precision step;
-// the override chooses between the two folds there and nowhere else.
+// replay1_fold_tc (no GPU): tensor cores for every single-precision step
+// but T = 1 with 16-bit states; the override chooses between the two folds
+// there and nowhere else.
 TEST(Mamba2Gpu, SpecFoldTensorCoresRule) {
-  EXPECT_TRUE(mamba2::replay1_fold_tc(1, false));
-  EXPECT_TRUE(mamba2::replay1_fold_tc(2, false));
-  EXPECT_TRUE(mamba2::replay1_fold_tc(8, false));
-  EXPECT_FALSE(mamba2::replay1_fold_tc(1, true));
-  EXPECT_FALSE(mamba2::replay1_fold_tc(5, true));
-  EXPECT_FALSE(mamba2::replay1_fold_tc(1, false, 0));
-  EXPECT_FALSE(mamba2::replay1_fold_tc(5, false, 0));
-  EXPECT_TRUE(mamba2::replay1_fold_tc(5, false, 1));
-  EXPECT_FALSE(mamba2::replay1_fold_tc(5, true, 1));
+  EXPECT_TRUE(mamba2::replay1_fold_tc(1, false, 4));
+  EXPECT_FALSE(mamba2::replay1_fold_tc(1, false, 2));
+  EXPECT_FALSE(mamba2::replay1_fold_tc(1, false, 2, 1));
+  EXPECT_TRUE(mamba2::replay1_fold_tc(2, false, 4));
+  EXPECT_TRUE(mamba2::replay1_fold_tc(2, false, 2));
+  EXPECT_TRUE(mamba2::replay1_fold_tc(8, false, 2));
+  EXPECT_FALSE(mamba2::replay1_fold_tc(1, true, 4));
+  EXPECT_FALSE(mamba2::replay1_fold_tc(5, true, 4));
+  EXPECT_FALSE(mamba2::replay1_fold_tc(1, false, 4, 0));
+  EXPECT_FALSE(mamba2::replay1_fold_tc(5, false, 2, 0));
+  EXPECT_TRUE(mamba2::replay1_fold_tc(5, false, 2, 1));
+  EXPECT_FALSE(mamba2::replay1_fold_tc(5, true, 4, 1));
 }
 
 // A short speculative run through the tensor-core stream, small enough for
