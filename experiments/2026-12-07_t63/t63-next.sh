@@ -16,6 +16,7 @@
 # Files: t_*.txt / t_*.json, san_*.txt, log.txt, compare.jsonl.
 #   run: bash experiments/2026-12-07_t63/t63-next.sh
 set -u
+TT=${TT:-300} CT=${CT:-170} BATCH=${BATCH:-64,256,512}  # limits (s) and batches; t64 ran TT=210 CT=140
 cd "$(dirname "$0")/../.."
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1
 d=$(mktemp -d)
@@ -23,16 +24,16 @@ xz -dc gpubin-x/t62b.tar.xz | tar -C "$d" -x
 tb=$d/ftc2/replayssm_gpu_tests
 for t in Mamba2Gpu.ReplayFoldTensorCores Mamba2Gpu.SpecFoldTensorCores DualMamba2Gpu.CheckpointBitIdenticalAcrossFormats \
          Mamba2Gpu.ReplaySmallBatchTiles Mamba2Gpu.ReplayManyItems; do
-  timeout 300 "$tb" --gtest_filter="$t" --gtest_output="json:$OUT/t_$t.json" > "$OUT/t_$t.txt" 2>&1 &
+  timeout "$TT" "$tb" --gtest_filter="$t" --gtest_output="json:$OUT/t_$t.json" > "$OUT/t_$t.txt" 2>&1 &
 done
 for tool in racecheck memcheck; do
-  timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 1 "$tb" --gtest_filter=Mamba2Gpu.ReplayManyItems \
+  timeout "$TT" compute-sanitizer --tool "$tool" --error-exitcode 1 "$tb" --gtest_filter=Mamba2Gpu.ReplayManyItems \
     --gtest_brief=1 > "$OUT/san_$tool.txt" 2>&1 &
 done
 wait
 grep -hE "^\[  (PASSED|FAILED) |OK \]|FAILED|max output error" "$OUT"/t_*.txt
 tail -n 2 "$OUT"/san_*.txt
-BENCH_ARGS="--family mamba2 --preset nemotron3 --batch 64,256,512 --L 16 --state fp32,bf16 --modes replay --target-ms 2" \
-  PACK=gpubin-x/t62b.tar.xz REPS=2 BENCH_TIMEOUT_S=40 timeout 170 bash scripts/gpu_compare.sh > /dev/null 2>&1
+BENCH_ARGS="--family mamba2 --preset nemotron3 --batch $BATCH --L 16 --state fp32,bf16 --modes replay --target-ms 2" \
+  PACK=gpubin-x/t62b.tar.xz REPS=2 BENCH_TIMEOUT_S=40 timeout "$CT" bash scripts/gpu_compare.sh > /dev/null 2>&1
 echo "compare rc=$?"
 sed -n '/^µs per step/,$p' "$OUT/log.txt"
