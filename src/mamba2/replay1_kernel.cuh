@@ -209,7 +209,6 @@ __device__ __forceinline__ void ahead_records(const Params& p, const AheadRow& a
   }
 }
 
-// QF (QF_FP8 / QF_NVFP4, T = 1): the state is a packed read copy (dual pools).
 // The fold of a flushing block's 16 × 64 tile on tensor cores
 // (Params::fold_tc), in the m16n8k8 accumulator layout of phase 4's T > 1
 // sweeps: lane (g, t4) holds rows g, g + 8 (f[0], f[1]) of the tile at
@@ -292,6 +291,7 @@ __device__ __forceinline__ void fold_tile_tc(float (&f)[2][16], const float (&fd
   }
 }
 
+// QF (QF_FP8 / QF_NVFP4, T = 1): the state is a packed read copy (dual pools).
 template <DType SD, DType AD, bool MMA, int QF = QF_NONE>
 __global__ void __launch_bounds__(KERNEL_THREADS, R1_BLOCKS_PER_SM)
 mamba2_replay1_kernel(const Params p) {
@@ -696,12 +696,14 @@ mamba2_replay1_kernel(const Params p) {
     const int er0 = warp * BR + (lr / (LPR / RB)) * RPL + sub;
     int ehl = er0 / P, epp = er0 - ehl * P;
     int64_t eyo = b * p.y_b + int64_t(bp.h0 + ehl) * p.y_h + epp;
-    // (fp32 states only: replay1_fold_tc; 16-bit instances keep the FMA stream's code as it was)
-    const bool fold_tc = !QB && SD == DType::f32 && flush && p.fold_tc;
+    // T1_TC: the in-stage tensor-core fold is compiled for fp32 states only
+    // (replay1_fold_tc); 16-bit instances keep the FMA stream's code as it was
+    constexpr bool T1_TC = !QB && SD == DType::f32;
+    const bool fold_tc = T1_TC && flush && p.fold_tc;
     for (int k = 0; k < nsw; ++k, stc.next(NST)) {
       const int st = stc.slot;
       mbar_wait(bar + st, stc.phase);
-      if constexpr (!QB) if (fold_tc) {
+      if constexpr (T1_TC) if (fold_tc) {
         // a flush on tensor cores: the sweep's rows folded in place in the
         // stage, 16 × 64 tiles in the T > 1 sweeps' layout (warp w: tiles
         // (w & 3) + 4u of column half w >> 2; fold_tile_tc), rounded, written
